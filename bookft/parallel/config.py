@@ -1,0 +1,15 @@
+"""Mesh configuration: axis sizes by name; -1 means "the rest of the devices"."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParallelConfig:
+    # Named mesh axes in order (outermost first). Sizes multiply to the device count; one may be -1.
+    mesh: dict[str, int] = field(default_factory=lambda: {"data": 1, "fsdp": -1, "context": 1})
+    # On a CPU host: how many simulated devices to ask XLA for (0 = leave as is).
+    cpu_devices: int = 0
+    # Multi-host: call jax.distributed.initialize() ("auto": when the environment says so).
+    distributed: bool | None = None
