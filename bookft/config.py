@@ -6,7 +6,7 @@ Design choices:
   module only holds the machinery and the composed `RunConfig`.
 - `from_dict(cls, data)` rejects unknown keys and wrong types and names the key's full path
   (`train.optimizer.lr: expected float, got 'fast'`).
-- A YAML file may say `base: other.yaml` (relative to itself): presets derive from a base
+- A YAML file may say `base: other.yaml` (relative to itself; or a list of files, later ones win): presets derive from a base
   instead of being copies. Mappings merge recursively; the child wins.
 - `--set a.b=c` overrides are parsed as YAML scalars (`--set train.steps=10`,
   `--set model.rope.type=yarn`, `--set parallel.mesh='{context: 4}'`).
@@ -168,10 +168,14 @@ def read_yaml(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
     base = data.pop("base", None)
-    if base is not None:
-        if not isinstance(base, str):
-            raise ConfigError(f"{path}: base: expected a file name, got {base!r}")
-        data = deep_merge(read_yaml(path.parent / base, _seen + (resolved,)), data)
+    bases = [base] if isinstance(base, str) else base
+    if bases is not None:
+        if not isinstance(bases, list) or not all(isinstance(b, str) for b in bases):
+            raise ConfigError(f"{path}: base: expected a file name or a list of them, got {base!r}")
+        merged: dict[str, Any] = {}
+        for b in bases:  # later bases win over earlier ones; the file itself wins over all
+            merged = deep_merge(merged, read_yaml(path.parent / b, _seen + (resolved,)))
+        data = deep_merge(merged, data)
     return data
 
 
