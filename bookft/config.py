@@ -6,8 +6,8 @@ Design choices:
   module only holds the machinery and the composed `RunConfig`.
 - `from_dict(cls, data)` rejects unknown keys and wrong types and names the key's full path
   (`train.optimizer.lr: expected float, got 'fast'`).
-- A YAML file may say `base: other.yaml` (relative to itself; or a list of files, later ones win): presets derive from a base
-  instead of being copies. Mappings merge recursively; the child wins.
+- A YAML file may say `base: other.yaml` (relative to itself; or a list of files, later ones
+  win): presets derive from a base instead of being copies. Mappings merge recursively; the child wins.
 - `--set a.b=c` overrides are parsed as YAML scalars (`--set train.steps=10`,
   `--set model.rope.type=yarn`, `--set parallel.mesh='{context: 4}'`).
 """
@@ -69,7 +69,7 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
         if origin is tuple and args and args[-1] is not Ellipsis:
             if len(args) != len(value):
                 raise ConfigError(f"{path}: expected {len(args)} items, got {len(value)}")
-            items = [_convert(a, v, f"{path}[{i}]") for i, (a, v) in enumerate(zip(args, value))]
+            items = [_convert(a, v, f"{path}[{i}]") for i, (a, v) in enumerate(zip(args, value, strict=True))]
         else:
             item_tp = args[0] if args else Any
             items = [_convert(item_tp, v, f"{path}[{i}]") for i, v in enumerate(value)]

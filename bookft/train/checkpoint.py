@@ -1,0 +1,118 @@
+"""Orbax checkpoints in RUN_DIR/checkpoints: params, optimizer state and a JSON meta per step.
+
+Design choices:
+- Three items per step: `params` and `opt_state` (pure pytrees of arrays, saved sharded, each host
+  writing its shards) and `meta` (JSON: step, data position, RNG seed, corpus version, config
+  digest). Tools that only need weights (`bookft eval`, `bookft export`) restore `params` alone.
+- Async saves (`checkpoint.async_save`), keep the last `checkpoint.keep`.
+- Restore walks the steps newest first: a latest checkpoint that is partial or corrupt (a run
+  killed while writing it, a truncated file) is reported and the previous one is used.
+- The data position is the step number, since batches are a pure function of (seed, step).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+import jax
+import orbax.checkpoint as ocp
+
+from bookft.errors import TrainError
+
+log = logging.getLogger("bookft.checkpoint")
+
+
+def checkpoint_dir(run_dir: str | Path) -> Path:
+    return Path(run_dir).resolve() / "checkpoints"
+
+
+class Checkpointer:
+    def __init__(self, run_dir: str | Path, *, keep: int = 3, async_save: bool = True):
+        self.dir = checkpoint_dir(run_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        opts = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=async_save,
+                                            create=True)
+        self.manager = ocp.CheckpointManager(self.dir, options=opts,
+                                             item_names=("params", "opt_state", "meta"))
+
+    def steps(self) -> list[int]:
+        return sorted(self.manager.all_steps())
+
+    def save(self, step: int, params, opt_state, meta: dict[str, Any], *, force: bool = False) -> bool:
+        if step in self.manager.all_steps():
+            return False
+        args = ocp.args.Composite(
+            params=ocp.args.StandardSave(params),
+            opt_state=ocp.args.StandardSave(opt_state),
+            meta=ocp.args.JsonSave(meta),
+        )
+        return bool(self.manager.save(step, args=args, force=force))
+
+    def wait(self) -> None:
+        self.manager.wait_until_finished()
+
+    def close(self) -> None:
+        self.manager.wait_until_finished()
+        self.manager.close()
+
+    def restore_latest(self, abstract_params, abstract_opt_state):
+        """(step, params, opt_state, meta) of the newest readable checkpoint, or None if none.
+
+        A checkpoint that fails to restore is moved aside to `checkpoints/broken-STEP` with a
+        warning and the previous one is tried.
+        """
+        for step in reversed(self.steps()):
+            try:
+                got = self.manager.restore(step, args=ocp.args.Composite(
+                    params=ocp.args.StandardRestore(abstract_params),
+                    opt_state=ocp.args.StandardRestore(abstract_opt_state),
+                    meta=ocp.args.JsonRestore(),
+                ))
+                return step, got["params"], got["opt_state"], dict(got["meta"])
+            except Exception as e:  # partial / corrupt: fall back to the previous step
+                msg = f"checkpoint {self.dir / str(step)} cannot be restored ({type(e).__name__}: " \
+                      f"{str(e)[:200]}); falling back to the previous one"
+                log.warning(msg)
+                print(f"warning: {msg}")
+                self._set_aside(step)
+        return None
+
+    def _set_aside(self, step: int) -> None:
+        if jax.process_index() == 0:
+            src = self.dir / str(step)
+            if src.exists():
+                dst = self.dir / f"broken-{step}"
+                if dst.exists():
+                    shutil.rmtree(dst)
+                src.rename(dst)
+        self.manager.reload()
+
+
+def read_meta(ckpt_step_dir: Path) -> dict[str, Any]:
+    p = ckpt_step_dir / "meta" / "metadata"
+    if not p.is_file():
+        raise TrainError(f"{ckpt_step_dir}: no meta/metadata file; not a bookft checkpoint")
+    return json.loads(p.read_text())
+
+
+def restore_params(run_dir: str | Path, abstract_params, step: int | None = None):
+    """Only the parameters of the newest (or given) readable checkpoint: (step, params)."""
+    d = checkpoint_dir(run_dir)
+    if not d.is_dir():
+        raise TrainError(f"{run_dir}: no checkpoints/ folder; is this a `bookft train` run directory?")
+    mngr = ocp.CheckpointManager(d, item_names=("params", "opt_state", "meta"))
+    steps = [step] if step is not None else sorted(mngr.all_steps(), reverse=True)
+    if not steps:
+        raise TrainError(f"{d}: no checkpoints yet")
+    errors = []
+    for s in steps:
+        try:
+            got = mngr.restore(s, args=ocp.args.Composite(params=ocp.args.StandardRestore(abstract_params)))
+            return s, got["params"]
+        except Exception as e:
+            errors.append(f"step {s}: {type(e).__name__}: {str(e)[:200]}")
+    raise TrainError(f"{d}: no readable checkpoint ({'; '.join(errors)})")

@@ -1,0 +1,56 @@
+"""`bookft train`: thin CLI over bookft.train.loop.train."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from bookft.errors import TrainError
+
+
+def train_command(
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="Run config YAML (default configs/tiny-cpu.yaml).")] = None,
+    corpus: Annotated[str | None, typer.Option(help="Corpus directory from `bookft ingest`.")] = None,
+    model: Annotated[Path | None, typer.Option(help="Hugging Face model folder to fine-tune.")] = None,
+    run_dir: Annotated[Path | None, typer.Option(help="Run directory (default runs/<name>); resumes if it has checkpoints.")] = None,
+    steps: Annotated[int | None, typer.Option(help="Total optimizer steps (larger than before = continue).")] = None,
+    strategy: Annotated[str | None, typer.Option(help="allgather | ulysses | ring | usp | local")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config key: a.b=value (repeatable).")] = None,
+) -> None:
+    """Fine-tune a model on a corpus (default: the tiny CPU preset on the sample corpus, ring over 4 devices)."""
+    from rich.console import Console
+
+    from bookft.train.config import load_run_config
+    from bookft.train.progress import TrainProgress
+
+    overrides = list(set_ or [])
+    if corpus:
+        overrides.append(f"data.corpus={corpus}")
+    if steps is not None:
+        overrides.append(f"train.steps={steps}")
+    if strategy:
+        overrides.append(f"attention.strategy={strategy}")
+    cfg = load_run_config(config, overrides)
+    run = run_dir or Path("runs") / cfg.name
+    console = Console()
+    console.print(f"[bold]bookft train[/] {cfg.name}: model {cfg.model.model_type} "
+                  f"{cfg.model.num_layers}x{cfg.model.hidden_size}, attention {cfg.attention.strategy}/"
+                  f"{cfg.attention.kernel}, mesh {cfg.parallel.mesh}, corpus {cfg.data.corpus}, run dir {run}")
+    from bookft.train.loop import train
+
+    with TrainProgress(console, cfg.train.steps) as progress:
+        result = train(cfg, run_dir=run, model_path=model, progress=progress.update)
+    if result.interrupted:
+        console.print(f"[yellow]stopped by signal at step {result.step}; checkpoint saved in {run}/checkpoints")
+        raise typer.Exit(143)
+    if not result.losses and result.step == 0:
+        raise TrainError("no steps were run (train.steps is 0)")
+    last = result.losses.get(result.step)
+    console.print(f"[green]done[/]: step {result.step}" + (f", loss {last:.4f}" if last is not None else "")
+                  + f"; checkpoints in {run}/checkpoints, metrics in {run}/metrics.jsonl")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train")(train_command)

@@ -1,0 +1,112 @@
+"""Run configuration: the sections `bookft train` reads from configs/*.yaml.
+
+One frozen keyword-only dataclass per concern; `RunConfig` composes them. Model, attention and
+parallel sections live with their packages; data, optimizer, train and checkpoint live here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from bookft.attention.config import AttentionConfig
+from bookft.config import load, to_dict
+from bookft.errors import ConfigError
+from bookft.model.config import ModelConfig
+from bookft.parallel.config import ParallelConfig
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataConfig:
+    corpus: str = "data/sample"  # corpus dir (its `current` version is pinned at start) or version dir
+    batch_size: int = 1  # sequences of `seq_len` tokens per optimizer step (global, all hosts)
+    seq_len: int | None = None  # None = the corpus's seq_len; smaller values cut sequences into rows
+    seed: int = 0  # shuffling seed; the order is a pure function of (seed, step)
+    shuffle: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stage:
+    """One stage of a length curriculum: `steps` optimizer steps at `seq_len` tokens per row."""
+
+    seq_len: int
+    steps: int
+    lr_scale: float = 1.0  # multiplies the schedule's learning rate during this stage
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptimizerConfig:
+    lr: float = 3e-4
+    schedule: Literal["cosine", "constant"] = "cosine"
+    warmup_steps: int = 10
+    min_lr_ratio: float = 0.1  # cosine floor as a fraction of lr
+    b1: float = 0.9
+    b2: float = 0.95
+    eps: float = 1e-8
+    weight_decay: float = 0.1
+    clip_norm: float = 1.0  # global-norm clipping; 0 disables
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    steps: int = 100
+    seed: int = 0  # parameter init + RNG
+    grad_accum: int = 1  # micro-batches per step (batch_size must divide by it)
+    loss_chunk: int = 2048  # tokens per device per cross-entropy chunk (logits never whole)
+    z_loss: float = 0.0
+    on_nan: Literal["stop", "skip"] = "stop"
+    log_every: int = 1
+    curriculum: tuple[Stage, ...] = ()  # empty = every step at data.seq_len
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointConfig:
+    every: int = 50  # steps between checkpoints (and always at the end / on SIGTERM)
+    keep: int = 3
+    async_save: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    name: str = "run"
+    model: ModelConfig = field(default_factory=ModelConfig)
+    attention: AttentionConfig = field(default_factory=AttentionConfig)
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    eval: dict[str, Any] = field(default_factory=dict)  # the `bookft eval` section, read by eval
+
+    def validate(self) -> None:
+        t = self.train
+        if t.steps < 0:
+            raise ConfigError(f"train.steps must be >= 0, got {t.steps}")
+        if self.data.batch_size % t.grad_accum:
+            raise ConfigError(
+                f"data.batch_size ({self.data.batch_size}) must be divisible by train.grad_accum "
+                f"({t.grad_accum})")
+        if t.curriculum and sum(s.steps for s in t.curriculum) <= 0:
+            raise ConfigError("train.curriculum: stages must have steps > 0")
+
+
+DEFAULT_CONFIG = Path("configs/tiny-cpu.yaml")
+
+
+def load_run_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
+    """Load a run config; with no path, the built-in default `configs/tiny-cpu.yaml`."""
+    if path is None:
+        path = DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else _packaged_default()
+    return load(RunConfig, path, overrides)
+
+
+def _packaged_default() -> Path:
+    here = Path(__file__).resolve().parents[2] / "configs" / "tiny-cpu.yaml"
+    if not here.is_file():
+        raise ConfigError("no --config given and configs/tiny-cpu.yaml not found (run from the repo root)")
+    return here
+
+
+def run_config_dict(cfg: RunConfig) -> dict[str, Any]:
+    return to_dict(cfg)

@@ -1,0 +1,25 @@
+"""A rich progress line for training: step, loss, tokens/s, step time."""
+
+from __future__ import annotations
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+
+class TrainProgress:
+    def __init__(self, console, total: int):
+        self.progress = Progress(TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=console)
+        self.total = total
+
+    def __enter__(self):
+        self.progress.__enter__()
+        self.task = self.progress.add_task("train", total=self.total, info="compiling...")
+        return self
+
+    def update(self, step: int, total: int, row: dict) -> None:
+        info = (f"loss {row['loss']:.4f}  |g| {row['grad_norm']:.3f}  lr {row['lr']:.2e}  "
+                f"{row['tokens_per_s']:,.0f} tok/s  {row['step_time_s']:.2f}s/step  L={row['seq_len']}")
+        self.progress.update(self.task, completed=step, total=total, info=info)
+
+    def __exit__(self, *exc):
+        return self.progress.__exit__(*exc)

@@ -1,0 +1,212 @@
+"""Build a Trainer: mesh, corpus, model, sharded state, attention, compiled steps; then run it."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from bookft.errors import AttentionError, ConfigError, TrainError
+from bookft.parallel.hardware import chip_for_device, peak_memory_bytes
+from bookft.parallel.mesh import context_degree, ensure_cpu_devices, make_mesh
+from bookft.train.checkpoint import Checkpointer
+from bookft.train.config import RunConfig
+from bookft.train.data import Batches
+from bookft.train.loop import Preempted, TrainResult, _signal_flag, config_digest, stage_len
+from bookft.train.metrics import MetricsLog, mfu
+from bookft.train.optimizer import make_optimizer
+from bookft.train.step import (
+    StepSettings,
+    _by_path,
+    batch_sharding,
+    jit_train_step,
+    make_train_step,
+    opt_state_shardings,
+    state_shardings,
+)
+
+
+def make_attend(cfg: RunConfig, mesh):
+    from bookft.attention import make_attention
+
+    a = cfg.attention
+    strategy = a.strategy
+    if strategy != "local" and context_degree(mesh) == 1:
+        strategy = "local"  # nothing to split: the same kernel on the whole sequence
+    return make_attention(strategy, a.kernel, mesh, causal=a.causal, load_balanced=a.load_balance,
+                          block_q=a.block_q, block_kv=a.block_kv), strategy
+
+
+def check_seq_len(cfg: RunConfig, mesh, row_len: int, strategy: str) -> None:
+    cp = context_degree(mesh)
+    need = cp * (2 if (cfg.attention.load_balance and strategy != "local" and cp > 1) else 1)
+    if row_len % need:
+        raise AttentionError(
+            f"sequence length {row_len} is not divisible by {need} (strategy {strategy} over "
+            f"{cp} context shards{' with zig-zag load balancing' if need > cp else ''}); "
+            "choose a multiple of it")
+
+
+def init_params(cfg: RunConfig, mesh, model_path):
+    """(graphdef, params, frozen, shardings...) with every array created directly sharded."""
+    from bookft.model import init_model, load_hf
+    from bookft.model.lora import trainable_filter
+
+    mc = cfg.model
+    abstract = nnx.eval_shape(lambda: init_model(mc, seed=cfg.train.seed))
+    filt = trainable_filter(mc)
+    graphdef, abs_params, abs_frozen = nnx.split(abstract, filt, ...)
+    p_sh = state_shardings(abs_params, mesh)
+    f_sh = state_shardings(abs_frozen, mesh)
+    if model_path is not None:
+        model, _ = load_hf(model_path, config=mc, mesh=mesh)
+        _, params, frozen = nnx.split(model, filt, ...)
+        params = jax.device_put(params, p_sh)
+        frozen = jax.device_put(frozen, f_sh)
+    else:
+        def make():
+            return nnx.split(init_model(mc, seed=cfg.train.seed), filt, ...)[1:]
+
+        params, frozen = jax.jit(make, out_shardings=(p_sh, f_sh))()
+    return graphdef, abs_params, abs_frozen, params, frozen, p_sh, f_sh
+
+
+class Trainer:
+    def __init__(self, cfg: RunConfig, run_dir: Path, model_path=None):
+        self.cfg, self.run_dir = cfg, run_dir
+        if cfg.parallel.cpu_devices:  # before the backend starts; ignored on accelerators
+            ensure_cpu_devices(cfg.parallel.cpu_devices)
+        self.mesh = make_mesh(cfg.parallel, jax.devices()[: _n_devices(cfg)])
+        from bookft.corpus import open_corpus
+
+        self.corpus = open_corpus(cfg.data.corpus)
+        vocab = self.corpus.vocab_size
+        if vocab > cfg.model.vocab_size:
+            raise TrainError(f"{self.corpus.path}: the corpus tokenizer has {vocab} tokens but the model's "
+                             f"vocabulary is {cfg.model.vocab_size}; use the model's tokenizer at "
+                             "ingest (--tokenizer) or a model with a larger vocab_size")
+        self.attend, self.strategy = make_attend(cfg, self.mesh)
+        self.cp = context_degree(self.mesh)
+        balance = self.cp if (cfg.attention.load_balance and self.strategy != "local" and self.cp > 1) else 1
+        self.batches = Batches(self.corpus, batch_size=cfg.data.batch_size, seed=cfg.data.seed,
+                               shuffle=cfg.data.shuffle, load_balance_cp=balance,
+                               grad_accum=cfg.train.grad_accum)
+        lens = {stage_len(cfg, s, self.corpus.seq_len) for s in range(max(cfg.train.steps, 1))}
+        for n in sorted(lens):
+            check_seq_len(cfg, self.mesh, n, self.strategy)
+            plan = self.batches.plan(n)
+            nb = math.prod(self.mesh.shape.get(a, 1) for a in ("data", "fsdp"))
+            if (plan.rows // plan.grad_accum) % nb:
+                raise ConfigError(f"{plan.rows // plan.grad_accum} rows per micro-batch cannot be split over "
+                                  f"data x fsdp = {nb} devices; raise data.batch_size or shrink the mesh")
+        (self.graphdef, abs_params, self.abs_frozen, params, self.frozen, p_sh,
+         self.f_sh) = init_params(cfg, self.mesh, model_path)
+        # Under LoRA `params` holds only the trainable variables (adapters, optionally embeddings
+        # and norms) and the base weights are `frozen`, so the optimizer state is adapter-sized.
+        self.tx, self.schedule = make_optimizer(cfg.train)
+        abs_opt = jax.eval_shape(self.tx.init, abs_params)
+        o_sh = opt_state_shardings(abs_opt, _by_path(abs_params, p_sh), self.mesh)
+        opt_state = jax.jit(self.tx.init, out_shardings=o_sh)(params)
+        rep = jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec())
+        self.state_sh = {"params": p_sh, "opt_state": o_sh, "step": rep}
+        self.state = {"params": params, "opt_state": opt_state,
+                      "step": jax.device_put(jnp.zeros((), jnp.int32), rep)}
+        self.ckpt = Checkpointer(run_dir, keep=cfg.checkpoint.keep, async_save=cfg.checkpoint.async_save)
+        self.start_step = 0
+        got = self.ckpt.restore_latest(_with_shardings(abs_params, p_sh), _with_shardings(abs_opt, o_sh))
+        if got is not None:
+            step, rparams, ropt, meta = got
+            self.state = {"params": rparams, "opt_state": ropt, "step": jax.device_put(jnp.int32(step), rep)}
+            self.start_step = step
+        settings = StepSettings(loss_chunk=cfg.train.loss_chunk, z_loss=cfg.train.z_loss,
+                                on_nan=cfg.train.on_nan)
+        step_fn = make_train_step(self.graphdef, self.tx, self.attend, self.mesh, settings)
+        self.step_fn = jit_train_step(step_fn, self.state_sh, self.f_sh, self.mesh)
+        self.bsh = batch_sharding(self.mesh)
+        from bookft.model import flops_per_token
+
+        self.flops_per_token = flops_per_token
+        self.chip = chip_for_device(jax.devices()[0])
+
+    def meta(self, step: int) -> dict:
+        return {"step": step, "data_position": step, "seed": self.cfg.train.seed,
+                "data_seed": self.cfg.data.seed, "corpus": str(self.corpus.path),
+                "tokenizer_fingerprint": getattr(self.corpus, "fingerprint", None),
+                "config_digest": config_digest(self.cfg), "time": time.time()}
+
+    def save(self, step: int, force: bool = False) -> None:
+        self.ckpt.save(step, self.state["params"], self.state["opt_state"], self.meta(step), force=force)
+
+    def metrics_row(self, step: int, m, loss: float, row_len: int, dt: float) -> dict:
+        tps = self.batches.plan(row_len).rows * row_len / dt
+        peak = self.chip.peak_bf16_flops if self.chip else None
+        return {"loss": loss, "grad_norm": float(m["grad_norm"]), "lr": float(self.schedule(step - 1)),
+                "tokens_per_s": tps, "step_time_s": dt, "seq_len": row_len, "skipped": int(m["skipped"]),
+                "mfu": mfu(self.flops_per_token(self.cfg.model, row_len), tps, self.mesh.size, peak),
+                "peak_memory_bytes": peak_memory_bytes(jax.devices()[0])}
+
+    def run(self, progress=None, log_metrics: bool = True) -> TrainResult:
+        cfg, total = self.cfg, self.cfg.train.steps
+        log = MetricsLog(self.run_dir, enabled=log_metrics and jax.process_index() == 0)
+        log.truncate_after(self.start_step)
+        losses: dict[int, float] = {}
+        step = self.start_step
+        tps = None
+        shard = {f: self.bsh for f in ("input_ids", "targets", "weights", "positions", "segment_ids")}
+        try:
+            with _signal_flag() as flag:
+                while step < total:
+                    row_len = stage_len(cfg, step, self.corpus.seq_len)
+                    t0 = time.perf_counter()
+                    batch = self.batches.global_batch(step, row_len, shard)
+                    self.state, m = self.step_fn(self.state, self.frozen, batch)
+                    loss = float(m["loss"])
+                    dt = time.perf_counter() - t0
+                    step += 1
+                    if not np.isfinite(loss) and cfg.train.on_nan == "stop":
+                        raise TrainError(f"step {step}: loss is {loss}; stopping without saving this "
+                                         "state (last checkpoint kept). Set train.on_nan=skip to skip "
+                                         "such batches.")
+                    row = self.metrics_row(step, m, loss, row_len, dt)
+                    tps = row["tokens_per_s"]
+                    losses[step] = loss
+                    if step % cfg.train.log_every == 0 or step == total:
+                        log.write(step, row)
+                    if progress is not None:
+                        progress(step, total, row)
+                    if flag["sig"] is not None:
+                        self.save(step, force=True)
+                        self.ckpt.wait()
+                        raise Preempted(flag["sig"])
+                    if cfg.checkpoint.every and step % cfg.checkpoint.every == 0 and step < total:
+                        self.save(step)
+                if step > 0:
+                    self.save(step, force=True)
+            self.ckpt.wait()
+            return TrainResult(self.run_dir, step, losses, tokens_per_s=tps)
+        except Preempted:
+            return TrainResult(self.run_dir, step, losses, interrupted=True, tokens_per_s=tps)
+        finally:
+            log.close()
+            self.ckpt.close()
+
+
+def _with_shardings(abstract, shardings):
+    return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), abstract, shardings)
+
+
+def _n_devices(cfg: RunConfig) -> int:
+    """All devices; on CPU with `parallel.cpu_devices` set, that many simulated ones."""
+    n = len(jax.devices())
+    if jax.default_backend() == "cpu" and 0 < cfg.parallel.cpu_devices <= n:
+        return cfg.parallel.cpu_devices
+    return n
+
+
+def build_trainer(cfg: RunConfig, *, run_dir: Path, model_path=None) -> Trainer:
+    return Trainer(cfg, Path(run_dir), model_path)
