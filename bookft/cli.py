@@ -31,6 +31,7 @@ def version() -> None:
 
 def _register() -> None:
     # One line per concern; each module's register(app) adds its commands.
+    from bookft.eval.commands import register as register_eval; register_eval(app)  # noqa: E702, I001
     pass
 
 

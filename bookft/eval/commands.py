@@ -1,0 +1,89 @@
+"""`bookft eval niah` and `bookft eval compare`: parse flags, call one library function each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from bookft.errors import EvalError
+
+eval_app = typer.Typer(help="Needle-in-a-haystack / RULER-style retrieval grids and reports.",
+                       no_args_is_help=True)
+
+
+def parse_lengths(values: list[str] | None) -> list[int] | None:
+    """'1024,2K' '1M' -> [1024, 2048, 1048576] (K = 1024, M = 1024*1024)."""
+    if not values:
+        return None
+    out = []
+    for item in values:
+        for part in str(item).split(","):
+            part = part.strip()
+            if not part:
+                continue
+            mult = {"k": 1024, "m": 1024 * 1024}.get(part[-1].lower(), 1)
+            try:
+                out.append(int(float(part[:-1] if mult > 1 else part) * mult))
+            except ValueError:
+                raise EvalError(f"--lengths: {part!r} is not a length (use 1024, 4K or 1M)") from None
+    return out
+
+
+def parse_floats(values: list[str] | None, flag: str) -> list[float] | None:
+    if not values:
+        return None
+    try:
+        return [float(p.strip().rstrip("%")) for v in values for p in str(v).split(",") if p.strip()]
+    except ValueError:
+        raise EvalError(f"{flag}: expected numbers such as 0,25,50,75,100") from None
+
+
+@eval_app.command("niah")
+def niah(
+    checkpoint: str = typer.Option(None, "--checkpoint", help="training run directory (orbax checkpoints)"),
+    model: str = typer.Option(None, "--model", help="Hugging Face model folder (config.json, safetensors)"),
+    tokenizer: str = typer.Option(None, "--tokenizer", help="tokenizer.json or folder (default: the model's)"),
+    task: str = typer.Option(None, "--task", help="niah | multikey | multivalue | multiquery | passkey | vartrack"),
+    lengths: list[str] = typer.Option(None, "--lengths", help="context lengths, e.g. 1K,2K,4K"),
+    depths: list[str] = typer.Option(None, "--depths", help="needle depths in percent, e.g. 0,50,100"),
+    seeds: list[str] = typer.Option(None, "--seeds", help="seeds per cell, e.g. 0,1,2"),
+    haystack: str = typer.Option(None, "--haystack", help="essay | noise | corpus"),
+    corpus: str = typer.Option(None, "--corpus", help="corpus directory for --haystack corpus"),
+    scoring: list[str] = typer.Option(None, "--scoring", help="teacher_forced and/or generate"),
+    out: Path = typer.Option(Path("eval-out"), "--out", help="output directory for the report"),
+    config: str = typer.Option(None, "--config", help="run config YAML (its eval: section) or an eval YAML"),
+    overrides: list[str] = typer.Option(None, "--set", help="override, e.g. eval.threshold=0.9"),
+    progress: bool = typer.Option(True, "--progress/--no-progress"),
+) -> None:
+    """Score a needle-in-a-haystack grid and write results.json, heatmap.png, report.html."""
+    from bookft.eval.entry import evaluate
+
+    flags = {
+        "task": task, "lengths": parse_lengths(lengths), "depths": parse_floats(depths, "--depths"),
+        "seeds": [int(s) for s in parse_floats(seeds, "--seeds")] if seeds else None,
+        "haystack": haystack, "corpus": corpus,
+        "scoring": [p for v in scoring for p in v.split(",") if p] if scoring else None,
+    }
+    evaluate(checkpoint=checkpoint, model_dir=model, tokenizer=tokenizer, config=config,
+             overrides=list(overrides or []), flags=flags, out=out, console=Console(), progress=progress)
+
+
+@eval_app.command("compare")
+def compare(
+    a: str = typer.Argument(..., help="first eval output dir (e.g. the base model)"),
+    b: str = typer.Argument(..., help="second eval output dir (e.g. the tuned model)"),
+    out: Path = typer.Option(Path("eval-compare"), "--out", help="output directory"),
+    names: str = typer.Option("base,tuned", "--names", help="labels for A and B, comma-separated"),
+) -> None:
+    """Draw two eval runs side by side: compare.png and compare.html."""
+    from bookft.eval.report import compare_reports
+
+    label = tuple((names.split(",") + ["A", "B"])[:2])
+    paths = compare_reports(a, b, out, names=label)  # type: ignore[arg-type]
+    Console().print(f"wrote {paths['html']} and {paths['png']}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(eval_app, name="eval")

@@ -1,0 +1,162 @@
+"""What `bookft eval niah` does between parsing and printing: settings, subject, attention, run, report.
+
+Design choices:
+- Settings are layered: the run config's `eval:` section (from the checkpoint's run config, then
+  the --config file), then `--set` overrides (`eval.lengths=[1024]` or plain `lengths=[1024]`;
+  keys under another run-config section, e.g. `attention.strategy=ring`, go to the run config),
+  then the explicit flags (--lengths, --depths, ...). One strict `from_dict(EvalConfig, ...)`
+  checks the result, so an unknown key names its path.
+- The subject is a checkpoint (`bookft.train.checkpoint.load_params(run_dir) -> (model, run_config)`)
+  or an HF folder (`bookft.model.load_hf`). Missing pieces (other engineers' modules that have not
+  landed) give an EvalError that says which function is missing.
+- Attention comes from the run config's attention and parallel sections: with a context axis > 1
+  in the mesh, the configured context-parallel strategy; otherwise the local kernel.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from bookft.config import apply_overrides, deep_merge, from_dict, parse_override, read_yaml
+from bookft.errors import BookftError, EvalError
+from bookft.eval.config import EvalConfig
+from bookft.eval.drivers import context_degree, make_attend
+from bookft.eval.report import print_summary, write_report
+from bookft.eval.runner import run_niah
+from bookft.eval.tokenizer import EvalTokenizer
+
+RUN_SECTIONS = ("name", "model", "attention", "parallel", "data", "train", "checkpoint")
+
+
+def split_overrides(overrides: list[str]) -> tuple[list[str], list[str]]:
+    """(eval overrides without the `eval.` prefix, run-config overrides)."""
+    ev, run = [], []
+    for item in overrides or []:
+        keys, _ = parse_override(item)
+        if keys[0] == "eval":
+            ev.append(item.split(".", 1)[1])
+        elif keys[0] in RUN_SECTIONS:
+            run.append(item)
+        else:
+            ev.append(item)
+    return ev, run
+
+
+def load_settings(config: str | Path | None, overrides: list[str], flags: dict[str, Any],
+                  base: dict | None = None) -> EvalConfig:
+    data = dict(base or {})
+    if config is not None:
+        raw = read_yaml(config)
+        section = raw.get("eval", {}) if any(k in raw for k in RUN_SECTIONS + ("eval",)) else raw
+        if not isinstance(section, dict):
+            raise EvalError(f"{config}: eval: expected a mapping")
+        data = deep_merge(data, section)
+    data = apply_overrides(data, split_overrides(overrides)[0])
+    data.update({k: v for k, v in flags.items() if v is not None})
+    return from_dict(EvalConfig, data, "eval")
+
+
+def _run_config(config: str | Path | None, overrides: list[str]):
+    """The run config of a --config file that has run sections (for attention/parallel), else None."""
+    if config is None:
+        return None
+    raw = read_yaml(config)
+    if not any(k in raw for k in RUN_SECTIONS):
+        return None
+    from bookft.config import load
+    from bookft.train.config import RunConfig
+
+    return load(RunConfig, config, split_overrides(overrides)[1])
+
+
+def _checkpoint_tokenizer(run_dir: Path, run_config) -> Path:
+    for cand in (run_dir / "tokenizer.json", run_dir / "tokenizer" / "tokenizer.json"):
+        if cand.is_file():
+            return cand
+    corpus = getattr(getattr(run_config, "data", None), "corpus", None)
+    if corpus:
+        try:
+            from bookft.corpus import open_corpus  # type: ignore[attr-defined]
+
+            return Path(open_corpus(corpus).tokenizer_path)
+        except ImportError:
+            cand = Path(corpus) / "current" / "tokenizer" / "tokenizer.json"
+            if cand.is_file():
+                return cand
+    raise EvalError(f"{run_dir}: cannot find the run's tokenizer (no tokenizer.json and corpus "
+                    f"{corpus!r} has none); pass --tokenizer")
+
+
+def load_subject(checkpoint: str | None, model_dir: str | None, tokenizer: str | None):
+    """(model, EvalTokenizer, model_config, run_config or None, info dict)."""
+    if bool(checkpoint) == bool(model_dir):
+        raise EvalError("give exactly one of --checkpoint RUN_DIR or --model HF_DIR")
+    if checkpoint:
+        try:
+            from bookft.train.checkpoint import load_params
+        except ImportError:
+            raise EvalError("bookft.train.checkpoint.load_params is not available yet (train module); "
+                            "evaluate an exported HF folder with --model instead") from None
+        run_dir = Path(checkpoint)
+        if not run_dir.exists():
+            raise EvalError(f"{run_dir}: checkpoint/run directory not found")
+        model, run_config = load_params(run_dir)
+        tok_path = Path(tokenizer) if tokenizer else _checkpoint_tokenizer(run_dir, run_config)
+        return (model, EvalTokenizer.load(tok_path), run_config.model, run_config,
+                {"checkpoint": str(run_dir), "run": getattr(run_config, "name", "")})
+    try:
+        from bookft.model import load_hf
+    except ImportError:
+        raise EvalError("bookft.model.load_hf is not available yet (model module)") from None
+    path = Path(model_dir)
+    if not (path / "config.json").is_file():
+        raise EvalError(f"{path}: not an HF model folder (no config.json)")
+    model, config = load_hf(path)
+    tok = EvalTokenizer.load(Path(tokenizer) if tokenizer else path)
+    return model, tok, config, None, {"hf_dir": str(path)}
+
+
+def evaluate(*, checkpoint: str | None, model_dir: str | None, tokenizer: str | None,
+             config: str | None, overrides: list[str], flags: dict[str, Any], out: str | Path,
+             console: Console | None = None, progress: bool = True) -> dict:
+    """Load the subject and settings, run the grid, write the report, print the summary."""
+    console = console or Console()
+    model, tok, model_config, run_config, info = load_subject(checkpoint, model_dir, tokenizer)
+    file_run_config = _run_config(config, overrides)
+    run_config = file_run_config or run_config
+    base_eval = dict(getattr(run_config, "eval", None) or {})
+    settings = load_settings(config, overrides, flags, base=base_eval)
+    mesh = attend = None
+    if run_config is not None:
+        if context_degree_of(run_config) > 1:
+            try:
+                from bookft.parallel.mesh import make_mesh
+            except ImportError:
+                raise EvalError("a context mesh is configured but bookft.parallel.make_mesh is missing") from None
+            mesh = make_mesh(run_config.parallel)
+        attend = make_attend(run_config.attention, mesh)
+        info["attention"] = {"strategy": run_config.attention.strategy if mesh is not None else "local",
+                             "kernel": run_config.attention.kernel, "context_degree": context_degree(mesh)}
+    else:
+        try:
+            from bookft.attention.config import AttentionConfig
+
+            attend = make_attend(AttentionConfig(strategy="local"))
+            info["attention"] = {"strategy": "local", "kernel": AttentionConfig().kernel}
+        except BookftError:
+            attend = None  # the model's dense reference attention
+            info["attention"] = {"strategy": "reference"}
+    results = run_niah(model, tok, settings, attend=attend, mesh=mesh, model_config=model_config,
+                       model_info=info, console=console, progress=progress)
+    paths = write_report(results, out)
+    print_summary(results, console)
+    console.print(f"wrote {paths['report']} and {paths['results']}")
+    return results
+
+
+def context_degree_of(run_config) -> int:
+    sizes = run_config.parallel.mesh
+    return int(max(1, sizes.get("context", 1)) * max(1, sizes.get("context_ulysses", 1)))

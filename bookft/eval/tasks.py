@@ -1,0 +1,173 @@
+"""Retrieval tasks: single-needle NIAH and the RULER-style variants, as text.
+
+Design choices:
+- A task instance is pure text: needles (each with a depth as a fraction of the haystack), a
+  question, an answer prefix the model is primed with, and the answer. The needle whose depth is
+  the cell's nominal depth is `target`; distractors and extra values go to seeded random depths.
+- Phrasing follows RULER (Hsieh et al. 2024, "RULER: What's the Real Context Size of Your
+  Long-Context Language Models?"): "One of the special magic numbers for {key} is: {value}.",
+  the passkey filler task (Mohtashami & Jaggi 2023) and variable tracking (VAR X = ...).
+- Values are digit strings, keys and variable names contain no digits, and the essay filler has
+  none, so a value can only come from its needle.
+- Content is seeded by (seed, task) alone: every cell of a seed asks the same question, so a
+  heatmap row compares like with like.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from bookft.errors import EvalError
+from bookft.eval.config import EvalConfig
+
+_ADJ = ("silver", "quiet", "amber", "hollow", "bright", "crimson", "gentle", "rapid", "frozen", "golden",
+        "hidden", "lucky", "ancient", "bitter", "curious", "distant", "eager", "fancy", "glossy", "humble")
+_NOUN = ("otter", "lantern", "harbor", "meadow", "falcon", "kettle", "garden", "compass", "violin",
+         "canyon", "pepper", "mirror", "ribbon", "saddle", "thistle", "walnut", "beacon", "cobalt")
+
+NIAH_INSTRUCTION = ("Some special magic numbers are hidden within the following text. Make sure to "
+                    "memorize it. I will quiz you about the numbers afterwards.\n")
+PASSKEY_INSTRUCTION = ("There is an important info hidden inside a lot of irrelevant text. Find it and "
+                       "memorize it. I will quiz you about the important information there.\n")
+VT_INSTRUCTION = ("Memorize and track the chain(s) of variable assignment hidden in the following text.\n")
+
+
+@dataclass
+class Needle:
+    text: str
+    depth: float  # fraction of the haystack, 0..1
+
+
+@dataclass
+class TaskInstance:
+    task: str
+    instruction: str
+    needles: list[Needle]
+    question: str
+    answer_prefix: str
+    answer: str  # the teacher-forced target; starts with a space
+    references: list[str] = field(default_factory=list)  # string_match_all references
+    target: int = 0  # index in needles of the needle placed at the nominal depth
+
+
+def _rng(seed: int, *salt) -> np.random.Generator:
+    return np.random.default_rng([seed, *(zlib.crc32(str(s).encode()) for s in salt)])
+
+
+def _keys(rng: np.random.Generator, n: int) -> list[str]:
+    pairs = [f"{a}-{b}" for a in _ADJ for b in _NOUN]
+    return [pairs[i] for i in rng.choice(len(pairs), size=n, replace=False)]
+
+
+def _values(rng: np.random.Generator, n: int, digits: int) -> list[str]:
+    out: list[str] = []
+    while len(out) < n:
+        v = str(int(rng.integers(1, 10))) + "".join(str(int(d)) for d in rng.integers(0, 10, digits - 1))
+        if v not in out:
+            out.append(v)
+    return out
+
+
+def _other_depths(rng: np.random.Generator, n: int, lo: float = 0.0, hi: float = 1.0) -> list[float]:
+    return [float(x) for x in rng.uniform(lo, hi, n)]
+
+
+def _magic(key: str, value: str) -> str:
+    return f"One of the special magic numbers for {key} is: {value}."
+
+
+def _niah(cfg: EvalConfig, seed: int, depth: float, distractors: int) -> TaskInstance:
+    rng = _rng(seed, "niah")
+    keys = _keys(rng, 1 + distractors)
+    values = _values(rng, 1 + distractors, cfg.value_digits)
+    depths = [depth] + _other_depths(_rng(seed, "niah-depths"), distractors)
+    needles = [Needle(_magic(k, v), d) for k, v, d in zip(keys, values, depths, strict=False)]
+    return TaskInstance(
+        task="multikey" if distractors else "niah", instruction=NIAH_INSTRUCTION, needles=needles,
+        question=f"What is the special magic number for {keys[0]} mentioned in the provided text?",
+        answer_prefix=f"The special magic number for {keys[0]} mentioned in the provided text is",
+        answer=f" {values[0]}", references=[values[0]], target=0)
+
+
+def _multivalue(cfg: EvalConfig, seed: int, depth: float) -> TaskInstance:
+    rng = _rng(seed, "multivalue")
+    key = _keys(rng, 1)[0]
+    values = _values(rng, cfg.num_values, cfg.value_digits)
+    depths = [depth] + _other_depths(_rng(seed, "mv-depths"), cfg.num_values - 1)
+    order = sorted(range(len(values)), key=lambda i: (depths[i], i))  # answer in order of appearance
+    needles = [Needle(_magic(key, v), d) for v, d in zip(values, depths, strict=False)]
+    return TaskInstance(
+        task="multivalue", instruction=NIAH_INSTRUCTION, needles=needles,
+        question=f"What are all the special magic numbers for {key} mentioned in the provided text?",
+        answer_prefix=f"The special magic numbers for {key} mentioned in the provided text are",
+        answer=" " + ", ".join(values[i] for i in order), references=list(values), target=0)
+
+
+def _multiquery(cfg: EvalConfig, seed: int, depth: float) -> TaskInstance:
+    rng = _rng(seed, "multiquery")
+    keys = _keys(rng, cfg.num_queries)
+    values = _values(rng, cfg.num_queries, cfg.value_digits)
+    depths = [depth] + _other_depths(_rng(seed, "mq-depths"), cfg.num_queries - 1)
+    needles = [Needle(_magic(k, v), d) for k, v, d in zip(keys, values, depths, strict=False)]
+    ks = ", ".join(keys)
+    return TaskInstance(
+        task="multiquery", instruction=NIAH_INSTRUCTION, needles=needles,
+        question=f"What are all the special magic numbers for {ks} mentioned in the provided text?",
+        answer_prefix=f"The special magic numbers for {ks} mentioned in the provided text are",
+        answer=" " + ", ".join(values), references=list(values), target=0)
+
+
+def _passkey(cfg: EvalConfig, seed: int, depth: float) -> TaskInstance:
+    value = _values(_rng(seed, "passkey"), 1, cfg.value_digits)[0]
+    return TaskInstance(
+        task="passkey", instruction=PASSKEY_INSTRUCTION,
+        needles=[Needle(f"The pass key is {value}. Remember it. {value} is the pass key.", depth)],
+        question="What is the pass key?", answer_prefix="The pass key is", answer=f" {value}",
+        references=[value], target=0)
+
+
+def _var_names(rng: np.random.Generator, n: int) -> list[str]:
+    letters = np.array(list("ABCDEFGHIJKLMNOPQRSTUVWXYZ"))
+    out: list[str] = []
+    while len(out) < n:
+        name = "".join(rng.choice(letters, 5))
+        if name not in out:
+            out.append(name)
+    return out
+
+
+def _vartrack(cfg: EvalConfig, seed: int, depth: float) -> TaskInstance:
+    rng = _rng(seed, "vartrack")
+    names = _var_names(rng, cfg.num_hops + 1)
+    value = _values(rng, 1, cfg.value_digits)[0]
+    hops = sorted(_other_depths(_rng(seed, "vt-depths"), cfg.num_hops, lo=depth, hi=1.0))
+    needles = [Needle(f"VAR {names[0]} = {value}.", depth)]
+    needles += [Needle(f"VAR {names[i + 1]} = VAR {names[i]}.", d) for i, d in enumerate(hops)]
+    n = len(names)
+    return TaskInstance(
+        task="vartrack", instruction=VT_INSTRUCTION, needles=needles,
+        question=f"Find all variables that are assigned the value {value} in the text above.",
+        answer_prefix=(f"According to the chain(s) of variable assignment in the text above, {n} "
+                       f"variables are assigned the value {value}, they are:"),
+        answer=" " + " ".join(names), references=list(names), target=0)
+
+
+TASKS = {
+    "niah": lambda cfg, seed, depth: _niah(cfg, seed, depth, 0),
+    "multikey": lambda cfg, seed, depth: _niah(cfg, seed, depth, cfg.num_distractors),
+    "multivalue": _multivalue,
+    "multiquery": _multiquery,
+    "passkey": _passkey,
+    "vartrack": _vartrack,
+}
+
+
+def make_task(cfg: EvalConfig, seed: int, depth_percent: float) -> TaskInstance:
+    try:
+        build = TASKS[cfg.task]
+    except KeyError:
+        raise EvalError(f"unknown eval.task {cfg.task!r}; choose one of {', '.join(TASKS)}") from None
+    return build(cfg, seed, depth_percent / 100.0)

@@ -1,0 +1,111 @@
+"""Shared helpers for tests/eval: tokenizers trained on the fly (no downloads)."""
+
+from __future__ import annotations
+
+import random
+import re
+import string
+from itertools import islice
+
+import numpy as np
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+from bookft.eval.haystack import NOISE, essay_sentences
+
+
+def training_text() -> list[str]:
+    text = list(islice(essay_sentences(123), 400)) + [NOISE] * 5
+    rng = random.Random(0)  # digits and capitals in every word position, so WordPiece has ##x for all
+    text += [" ".join("".join(rng.choice(string.digits + string.ascii_letters) for _ in range(6))
+                      for _ in range(20)) for _ in range(50)]
+    text += ["VAR ABCDE = VAR FGHIJ. VAR KLMNO = 12345."] * 5
+    text += ["One of the special magic numbers for silver-otter is: 1234567. What is the pass key?"] * 5
+    return text
+
+
+def byte_bpe(vocab_size: int = 400) -> Tokenizer:
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<s>", "</s>", "<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(training_text(), trainer)
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A", special_tokens=[("<s>", tok.token_to_id("<s>"))])
+    return tok
+
+
+def wordpiece(vocab_size: int = 400) -> Tokenizer:
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=False)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece(prefix="##", cleanup=True)
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=["[UNK]", "[CLS]", "[SEP]"])
+    tok.train_from_iterator(training_text(), trainer)
+    return tok
+
+
+# --- stub models -------------------------------------------------------------------------------
+
+_NEEDLE = re.compile(r"specialmagicnumbersfor([a-z\-]+)is:(\d+)")
+_ASK = re.compile(r"specialmagicnumberfor([a-z\-]+)mentionedintheprovidedtextis$")
+_PASS = re.compile(r"Thepasskeyis(\d+)\.")
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
+def oracle_value(text: str) -> str | None:
+    """The value a perfect reader would give after reading `text` (a prompt ending in the answer prefix)."""
+    flat = _squash(text)
+    ask = _ASK.search(flat)
+    if ask:
+        found = dict(reversed(_NEEDLE.findall(flat)))  # first needle of a key wins
+        return found.get(ask.group(1))
+    if flat.endswith("Whatisthepasskey?Thepasskeyis"):
+        m = _PASS.search(flat)
+        return m.group(1) if m else None
+    return None
+
+
+class OracleModel:
+    """A causal stub that copies the needle value: it reads only the prompt (tokens before the answer)."""
+
+    def __init__(self, tokenizer, vocab_size: int, tail: int = 48):
+        self.tok, self.vocab, self.tail = tokenizer, vocab_size, tail
+        self.shapes: list[tuple[int, int]] = []
+
+    def logits_fn(self, ids, pos, seg):
+        b, s = ids.shape
+        self.shapes.append((b, s))
+        t = min(self.tail, s)
+        out = np.zeros((b, t, self.vocab), dtype=np.float32)
+        for i in range(b):
+            n = int(seg[i].sum())
+            row = [int(x) for x in ids[i, :n]]
+            for k in range(max(1, n - t), n):
+                value = oracle_value(self.tok.decode(row[:k]))
+                if value is not None:  # row[:k] is the prompt; predict the answer from position k-1
+                    cont = self.tok.encode(" " + value).ids
+                    for j, tid in enumerate(cont):
+                        p = k - 1 + j - (s - t)
+                        if 0 <= p < t:
+                            out[i, p, tid] = 10.0
+                    break
+        return out
+
+    def generate_fn(self, prompts, max_new):
+        out = np.zeros((prompts.shape[0], max_new), dtype=np.int32)
+        for i, row in enumerate(prompts):
+            value = oracle_value(self.tok.decode(row.tolist())) or ""
+            cont = self.tok.encode(" " + value).ids[:max_new]
+            out[i, :len(cont)] = cont
+            if self.tok.eos_id is not None and len(cont) < max_new:
+                out[i, len(cont):] = self.tok.eos_id
+        return out
+
+
+def random_logits_fn(vocab_size: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return lambda ids, pos, seg: rng.normal(size=(ids.shape[0], min(32, ids.shape[1]), vocab_size))
