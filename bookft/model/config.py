@@ -1,4 +1,15 @@
-"""Model shape configuration (one frozen dataclass per concern; see bookft/config.py)."""
+"""Model configuration: one frozen, keyword-only dataclass per concern (see bookft/config.py).
+
+Design choices:
+- `ModelConfig` describes the shape (read from an HF config.json by `bookft.model.hf_config`, or
+  from a preset under configs/models/) plus the training knobs that an HF folder does not carry
+  (dtypes, remat, scan, LoRA, init). `KNOBS` names the latter so that `load_hf(..., like=cfg)` can
+  take the shape from config.json and the knobs from the run config.
+- `hf_path` (optional) points at a local HF folder whose config.json and weights replace the shape
+  given here; `rope_theta_override` raises/lowers RoPE theta on top of whatever was loaded (how
+  many million-token models were made).
+- RoPE fields mirror transformers 5's `rope_parameters` names so that round trips are lossless.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +21,8 @@ from bookft.errors import ConfigError
 RopeType = Literal["default", "linear", "dynamic", "yarn", "llama3"]
 RematPolicy = Literal["none", "full", "save_dots", "offload"]
 ModelType = Literal["llama", "mistral", "qwen2", "qwen3"]
+DType = Literal["float32", "bfloat16"]
+LORA_TARGETS = ("q", "k", "v", "o", "gate", "up", "down")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -17,6 +30,7 @@ class RopeConfig:
     theta: float = 10000.0
     type: RopeType = "default"
     factor: float = 1.0
+    # llama3 / yarn: the pre-training context; None = max_position_embeddings (as transformers)
     original_max_position_embeddings: int | None = None
     # llama3
     low_freq_factor: float = 1.0
@@ -27,6 +41,15 @@ class RopeConfig:
     mscale: float | None = None
     mscale_all_dim: float | None = None
     attention_factor: float | None = None
+    truncate: bool = True
+
+    def validate(self) -> None:
+        if self.theta <= 0:
+            raise ConfigError(f"model.rope.theta must be > 0, got {self.theta}")
+        if self.type != "default" and self.factor <= 0:
+            raise ConfigError(f"model.rope.factor must be > 0 for rope type {self.type!r}")
+        if self.type == "llama3" and self.high_freq_factor <= self.low_freq_factor:
+            raise ConfigError("model.rope.high_freq_factor must be > model.rope.low_freq_factor (llama3)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,8 +57,21 @@ class LoraConfig:
     rank: int = 0  # 0 = LoRA off (full fine-tuning)
     alpha: float = 16.0
     targets: tuple[str, ...] = ("q", "k", "v", "o")
-    train_embeddings: bool = False
-    train_norms: bool = False
+    train_embeddings: bool = False  # LongLoRA: embeddings (and untied lm_head) trainable too
+    train_norms: bool = False  # LongLoRA: RMSNorm weights trainable too
+
+    @property
+    def scale(self) -> float:
+        return self.alpha / self.rank if self.rank else 0.0
+
+    def validate(self) -> None:
+        if self.rank < 0:
+            raise ConfigError(f"model.lora.rank must be >= 0, got {self.rank}")
+        bad = [t for t in self.targets if t not in LORA_TARGETS]
+        if bad:
+            raise ConfigError(f"model.lora.targets: unknown target {bad[0]!r} (known: {', '.join(LORA_TARGETS)})")
+        if len(set(self.targets)) != len(self.targets):
+            raise ConfigError("model.lora.targets: duplicate entries")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,18 +90,28 @@ class ModelConfig:
     qkv_bias: bool = False  # qwen2
     qk_norm: bool = False  # qwen3
     rope: RopeConfig = field(default_factory=RopeConfig)
-    param_dtype: Literal["float32", "bfloat16"] = "float32"
-    compute_dtype: Literal["float32", "bfloat16"] = "bfloat16"
+    param_dtype: DType = "float32"
+    compute_dtype: DType = "bfloat16"
     remat: RematPolicy = "full"
     scan_layers: bool = True
     lora: LoraConfig = field(default_factory=LoraConfig)
     init_std: float = 0.02
+    hf_path: str | None = None  # a local HF folder; its config.json gives the shape, its weights the init
+    rope_theta_override: float | None = None
 
     @property
     def dim_per_head(self) -> int:
         return self.head_dim or self.hidden_size // self.num_heads
 
+    @property
+    def rope_theta(self) -> float:
+        return self.rope_theta_override or self.rope.theta
+
     def validate(self) -> None:
+        for name in ("vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads",
+                     "num_kv_heads", "max_position_embeddings"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"model.{name} must be > 0, got {getattr(self, name)}")
         if self.num_heads % self.num_kv_heads:
             raise ConfigError(
                 f"model.num_heads ({self.num_heads}) must be a multiple of model.num_kv_heads "
@@ -74,3 +120,12 @@ class ModelConfig:
             raise ConfigError(
                 f"model.hidden_size ({self.hidden_size}) is not divisible by model.num_heads "
                 f"({self.num_heads}); set model.head_dim")
+        if self.dim_per_head % 2:
+            raise ConfigError(f"model.head_dim must be even for RoPE, got {self.dim_per_head}")
+        if self.rope_theta_override is not None and self.rope_theta_override <= 0:
+            raise ConfigError(f"model.rope_theta_override must be > 0, got {self.rope_theta_override}")
+
+
+# Fields an HF config.json does not carry: taken from the run config when loading an HF folder.
+KNOBS = ("param_dtype", "compute_dtype", "remat", "scan_layers", "lora", "init_std", "hf_path",
+         "rope_theta_override")
