@@ -1,0 +1,65 @@
+"""`bookft inspect CORPUS [--json]`: the manifest summary of a corpus version."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from bookft.corpus.reader import Corpus
+
+
+def summary(corpus: Corpus) -> dict:
+    """The inspect JSON: at least n_documents, n_tokens, n_sequences, seq_len, fill, failed, skipped."""
+    m = corpus.manifest
+    c = m["counts"]
+    pick = lambda status: [{"source": e["source"], "reason": e["reason"]} for e in m["sources"]
+                           if e["status"] == status]
+    return {"path": str(corpus.path), "name": m.get("name"), "version": m.get("version"),
+            "created": m.get("created"), "n_documents": c["documents"], "n_tokens": c["tokens"],
+            "n_sequences": c["sequences"], "seq_len": m["seq_len"], "fill": c["fill"],
+            "padding_tokens": c["padding_tokens"], "split_documents": c["split_documents"],
+            "duplicates": c["duplicates"], "chars": c["chars"], "pdf_pages": c.get("pdf_pages", 0),
+            "per_kind": m.get("per_kind", {}), "segments": m.get("segments"),
+            "tokenizer": m["tokenizer"], "data_hash": m.get("data_hash"), "work": m.get("work", {}),
+            "n_ingested": sum(1 for e in m["sources"] if e["status"] == "ingested"),
+            "failed": pick("failed"), "skipped": pick("skipped")}
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def inspect(corpus: str = typer.Argument(..., help="Corpus directory (or one version folder)."),
+                as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
+        """Print a corpus's manifest summary (counts, fill, tokenizer, failed/skipped sources)."""
+        s = summary(Corpus(corpus))
+        if as_json:
+            print(json.dumps(s, indent=1))
+            return
+        con = Console()
+        t = Table(title=f"{s['name']} v{s['version']}  {s['path']}")
+        t.add_column("field")
+        t.add_column("value", justify="right")
+        for k in ("n_documents", "n_tokens", "n_sequences", "seq_len", "fill", "padding_tokens",
+                  "split_documents", "duplicates", "chars", "pdf_pages", "n_ingested"):
+            v = s[k]
+            t.add_row(k, f"{v:,.4f}" if isinstance(v, float) else f"{v:,}")
+        t.add_row("tokenizer", f"{s['tokenizer']['origin']} vocab {s['tokenizer']['vocab_size']:,} "
+                               f"fp {s['tokenizer']['fingerprint'][:12]}")
+        t.add_row("failed / skipped", f"{len(s['failed'])} / {len(s['skipped'])}")
+        con.print(t)
+        k = Table(title="per kind")
+        for col in ("kind", "documents", "chars", "tokens"):
+            k.add_column(col, justify="right" if col != "kind" else "left")
+        for kind, v in sorted(s["per_kind"].items()):
+            k.add_row(kind, f"{v['documents']:,}", f"{v['chars']:,}", f"{v['tokens']:,}")
+        con.print(k)
+        bad = s["failed"] + s["skipped"]
+        if bad:
+            b = Table(title="failed / skipped")
+            b.add_column("source", overflow="fold")
+            b.add_column("reason", overflow="fold")
+            for e in bad[:30]:
+                b.add_row(e["source"], e["reason"])
+            con.print(b)

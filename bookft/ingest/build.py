@@ -1,0 +1,314 @@
+"""`build_corpus(config)`: sources -> documents -> tokens -> packed sequences -> a published corpus version.
+
+Design choices:
+- Phases: resolve sources; extract (pure function per source, process pool of `workers`, results
+  cached per content hash); dedup (exact, by text sha256, first occurrence wins); tokenizer (given,
+  reused from the previous version, or trained); tokenize (per source, cached per fingerprint);
+  pack (pure plan over lengths); write (streamed Arrow) and publish atomically.
+- Streaming: the extraction cache on disk is the document store between phases; tokens go to a
+  flat int32 file that is memory-mapped for packing and writing. Memory is bounded by the largest
+  single source, not the corpus.
+- Deterministic: results are assembled in source order, not completion order, so a rerun gives
+  the same data hash.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import time
+from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from bookft.corpus.packing import pack
+from bookft.corpus.store import check_corpus_dir, clean_stale, publish, staging_dir, write_json
+from bookft.corpus.writer import write_version
+from bookft.errors import IngestError
+from bookft.ingest.cache import SourceCache
+from bookft.ingest.config import IngestConfig
+from bookft.ingest.documents import Entry
+from bookft.ingest.sources import content_hash, extract, job_key, resolve_sources
+from bookft.ingest.tokenize import encode_documents, fingerprint, load_tokenizer, special_ids, train_bpe, word_starts
+
+
+class NullProgress:
+    def start(self, phase: str, total: int | None = None, unit: str = "") -> None: ...
+    def advance(self, n: int = 1, **counters) -> None: ...
+    def end(self) -> None: ...
+
+
+def _pool_extract(jobs, workers, progress):
+    """Yield (index, result) for jobs; in this process when workers == 0 or there is one job."""
+    if workers <= 0 or len(jobs) <= 1:
+        for i, job in enumerate(jobs):
+            yield i, extract(job)
+        return
+    ctx = multiprocessing.get_context("forkserver" if os.name == "posix" else "spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
+        futures = {ex.submit(extract, job): i for i, job in enumerate(jobs)}
+        for fut in as_completed(futures):
+            yield futures[fut], fut.result()
+
+
+def _previous_tokenizer(root: Path, cfg: IngestConfig):
+    """Reuse the tokenizer trained for the current version when its settings match (stable token cache)."""
+    cur = root / "current"
+    try:
+        man = json.loads((cur / "manifest.json").read_text())
+        t = man["tokenizer"]
+        if t.get("origin") == "trained" and t.get("trained_vocab_size") == cfg.tokenizer.vocab_size:
+            return load_tokenizer(cur / "tokenizer" / "tokenizer.json")
+    except (OSError, ValueError, KeyError, IngestError):
+        pass
+    return None
+
+
+def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, str, str | None]] | None = None
+                 ) -> dict:
+    """Build and publish a new corpus version in `cfg.out`; returns its manifest. Raises IngestError if
+    nothing could be ingested."""
+    progress = progress or NullProgress()
+    t0 = time.perf_counter()
+    timings: dict[str, float] = {}
+    root = Path(cfg.out)
+    check_corpus_dir(root)
+    root.mkdir(parents=True, exist_ok=True)
+    clean_stale(root)
+    cache = SourceCache(root)
+
+    specs = list(sources or [])
+    if cfg.sample is not None:
+        from bookft.ingest.sample import generate_sample
+
+        specs = generate_sample(root / "sample-sources", cfg.sample) + specs
+    specs += [(s.path, s.kind, s.collection) for s in cfg.sources]
+    if not specs:
+        raise IngestError("no sources given: name files or folders, or a corpus YAML with `sources:`")
+    jobs, bad = resolve_sources(specs, cfg.extract, cfg.limits)
+
+    # --- extract -----------------------------------------------------------------------------------------
+    t = time.perf_counter()
+    keys = []
+    hashes = []
+    for job in jobs:
+        h = content_hash(job)
+        hashes.append(h)
+        keys.append(job_key(job, h))
+    todo = [i for i, k in enumerate(keys) if not cache.has_extract(k)]
+    cache.extract_hits = len(jobs) - len(todo)
+    cache.extract_misses = len(todo)
+    summaries: dict[int, dict] = {}
+    progress.start("extract", len(jobs), "sources")
+    for i in range(len(jobs)):
+        if i not in set(todo):
+            res = cache.load_extract(keys[i])
+            summaries[i] = {"entries": res.entries, "stats": res.stats, "n_docs": len(res.documents)}
+    progress.advance(len(jobs) - len(todo))
+    for j, res in _pool_extract([jobs[i] for i in todo], cfg.workers, progress):
+        i = todo[j]
+        res.hash = hashes[i]
+        cache.save_extract(keys[i], res)
+        summaries[i] = {"entries": res.entries, "stats": res.stats, "n_docs": len(res.documents)}
+        progress.advance(1, pages=res.stats.get("pages", 0), chars=sum(len(d.text) for d in res.documents))
+    progress.end()
+    timings["extract"] = time.perf_counter() - t
+
+    entries: list[dict] = [asdict(e) for e in bad]
+    stats_total: dict[str, int] = defaultdict(int)
+    for i, job in enumerate(jobs):
+        s = summaries[i]
+        for e in s["entries"]:
+            d = asdict(e) if isinstance(e, Entry) else dict(e)
+            if d["source"] == job.path:
+                d["hash"] = hashes[i]
+            entries.append(d)
+        for k, v in s["stats"].items():
+            stats_total[k] += v
+
+    # --- dedup -------------------------------------------------------------------------------------------
+    t = time.perf_counter()
+    seen: dict[str, str] = {}
+    keep: dict[int, list[int]] = {}
+    duplicates: list[dict] = []
+    for i in range(len(jobs)):
+        if not summaries[i]["n_docs"]:
+            continue
+        res = cache.load_extract(keys[i])
+        keep[i] = []
+        for k, d in enumerate(res.documents):
+            h = d.hash
+            if cfg.dedup and h in seen:
+                duplicates.append({"source": d.source, "duplicate_of": seen[h]})
+                continue
+            seen[h] = d.source
+            keep[i].append(k)
+    n_docs = sum(len(v) for v in keep.values())
+    timings["dedup"] = time.perf_counter() - t
+    if n_docs == 0:
+        reasons = "; ".join(f"{e['source']}: {e['reason']}" for e in entries if e["status"] != "ingested")[:2000]
+        raise IngestError(f"nothing could be ingested from {len(specs)} source(s): {reasons or 'no documents'}")
+
+    def kept_docs():
+        for i in sorted(keep):
+            res = cache.load_extract(keys[i])
+            for k in keep[i]:
+                yield i, res.documents[k]
+
+    # --- tokenizer ---------------------------------------------------------------------------------------
+    t = time.perf_counter()
+    tc = cfg.tokenizer
+    origin = "trained"
+    tok = None
+    if tc.path:
+        tok = load_tokenizer(tc.path)
+        origin = str(tc.path)
+    else:
+        tok = _previous_tokenizer(root, cfg)
+    if tok is None:
+        progress.start("train tokenizer", None, "")
+
+        def sample_texts():
+            budget = tc.train_chars
+            for _, d in kept_docs():
+                if budget <= 0:
+                    return
+                yield d.text[:budget]
+                budget -= len(d.text)
+
+        tok = train_bpe(sample_texts(), tc.vocab_size, tc.min_frequency)
+        progress.end()
+    fp = fingerprint(tok)
+    eos_id, pad_id = special_ids(tok, tc.path)
+    timings["tokenizer"] = time.perf_counter() - t
+
+    # --- tokenize ----------------------------------------------------------------------------------------
+    t = time.perf_counter()
+    staged = staging_dir(root)
+    tok_file = staged / ".tokens.bin"
+    doc_off = [0]
+    doc_coll: list[int] = []
+    bounds_parts: list[np.ndarray] = []
+    bound_off = [0]
+    coll_ids: dict[str, int] = {}
+    prev_coll = prev_key = None
+    eos = eos_id if cfg.packing.append_eos else None
+    progress.start("tokenize", len(keep), "sources")
+    n_tok_total = 0
+    with open(tok_file, "wb") as out:
+        for i in sorted(keep):
+            if not keep[i]:  # every document of this source was a duplicate
+                continue
+            cached = cache.load_tokens(fp, keys[i] + ("" if eos is not None else "-noeos"))
+            res = None
+            if cached is None:
+                res = cache.load_extract(keys[i])
+                ids_l, off_l, b_l, bo_l = [], [0], [], [0]
+                for ids, bnd in encode_documents(tok, [d.text for d in res.documents], eos):
+                    ids_l.append(ids)
+                    off_l.append(off_l[-1] + len(ids))
+                    b_l.append(bnd)
+                    bo_l.append(bo_l[-1] + len(bnd))
+                cached = (np.concatenate(ids_l).astype(np.int32), np.array(off_l, np.int64),
+                          np.concatenate(b_l).astype(np.int64), np.array(bo_l, np.int64))
+                cache.save_tokens(fp, keys[i] + ("" if eos is not None else "-noeos"), *cached)
+            ids, offs, bnds, boffs = cached
+            colls = None
+            for k in keep[i]:
+                if colls is None:
+                    res = res or cache.load_extract(keys[i])
+                    colls = [d.collection for d in res.documents]
+                name = f"{i}:{colls[k]}" if colls[k] != prev_coll else prev_key
+                prev_coll, prev_key = colls[k], name
+                coll_ids.setdefault(name, len(coll_ids))
+                seg = ids[offs[k]:offs[k + 1]]
+                out.write(seg.tobytes())
+                doc_off.append(doc_off[-1] + len(seg))
+                doc_coll.append(coll_ids[name])
+                bounds_parts.append(bnds[boffs[k]:boffs[k + 1]])
+                bound_off.append(bound_off[-1] + len(bounds_parts[-1]))
+                n_tok_total += len(seg)
+            progress.advance(1, tokens=int(offs[-1]))
+    progress.end()
+    timings["tokenize"] = time.perf_counter() - t
+
+    # --- pack --------------------------------------------------------------------------------------------
+    t = time.perf_counter()
+    tokens = np.memmap(tok_file, dtype=np.int32, mode="r") if n_tok_total else np.zeros(0, np.int32)
+    doc_off_a = np.array(doc_off, dtype=np.int64)
+    bounds_flat = np.concatenate(bounds_parts) if bounds_parts else np.zeros(0, np.int64)
+    bound_off_a = np.array(bound_off, dtype=np.int64)
+    ws = word_starts(tok)
+
+    def word_cut(d: int, lo: int, hi: int) -> int | None:
+        a = max(lo + 1, hi - 4096)
+        seg = tokens[doc_off_a[d] + a: doc_off_a[d] + hi + 1]
+        seg = seg[seg < len(ws)]
+        hit = np.nonzero(ws[seg])[0] if len(seg) else []
+        return a + int(hit[-1]) if len(hit) else None
+
+    seq_len = cfg.packing.seq_len
+    plan = pack(np.diff(doc_off_a), doc_coll, seq_len,
+                boundaries=lambda d: bounds_flat[bound_off_a[d]:bound_off_a[d + 1]],
+                slack=int(cfg.packing.split_slack * seq_len), word_cut=word_cut)
+    timings["pack"] = time.perf_counter() - t
+
+    # --- write + publish ---------------------------------------------------------------------------------
+    t = time.perf_counter()
+    progress.start("write", len(plan.sequences), "sequences")
+    info = write_version(staged, plan, tokens, doc_off_a, doc_coll, kept_docs(), cfg.packing.segments,
+                         pad_id, progress)
+    progress.end()
+    tok_file.unlink()  # the memory map stays valid until `tokens` is dropped
+    (staged / "tokenizer").mkdir()
+    tok.save(str(staged / "tokenizer" / "tokenizer.json"))
+    if tc.path and Path(tc.path).is_dir():
+        for extra in ("tokenizer_config.json", "special_tokens_map.json"):
+            if (Path(tc.path) / extra).is_file():
+                (staged / "tokenizer" / extra).write_bytes((Path(tc.path) / extra).read_bytes())
+    timings["write"] = time.perf_counter() - t
+
+    status = defaultdict(int)
+    for e in entries:
+        status[e["status"]] += 1
+    capacity = len(plan.sequences) * seq_len
+    manifest = {
+        "format": "bookft-corpus/1",
+        "name": cfg.name,
+        "version": None,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "seq_len": seq_len,
+        "segments": cfg.packing.segments,
+        "tokenizer": {"fingerprint": fp, "vocab_size": tok.get_vocab_size(with_added_tokens=True),
+                      "eos_id": eos_id, "pad_id": pad_id, "origin": origin,
+                      "trained_vocab_size": tc.vocab_size if origin == "trained" else None,
+                      "eos_appended": eos is not None},
+        "counts": {"sources": len(specs), "jobs": len(jobs), "entries": dict(status),
+                   "documents": n_docs, "duplicates": len(duplicates), "tokens": n_tok_total,
+                   "sequences": len(plan.sequences), "split_documents": plan.n_split_docs,
+                   "padding_tokens": capacity - n_tok_total,
+                   "fill": round(n_tok_total / capacity, 6) if capacity else 0.0,
+                   "chars": info["chars"], "pdf_pages": stats_total.get("pages", 0),
+                   "pdf_empty_pages": stats_total.get("empty_pages", 0)},
+        "per_kind": info["per_kind"],
+        "data_hash": info["data_hash"],
+        "work": cache.counters(),
+        "timings": {k: round(v, 3) for k, v in timings.items()},
+        "config": json.loads(json.dumps(asdict(cfg), default=str)),
+        "sources": entries,
+        "duplicates": duplicates,
+    }
+    n = max([int(x) for x in os.listdir(root / "versions") if x.isdigit()], default=0) + 1
+    manifest["version"] = n
+    manifest["timings"]["total"] = round(time.perf_counter() - t0, 3)
+    write_json(staged / "manifest.json", manifest)
+    final = publish(root, staged, n)
+    cache.prune(set(keys) | {k + "-noeos" for k in keys}, fp)
+    manifest["path"] = str(final)
+    return manifest
+

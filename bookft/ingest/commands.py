@@ -1,0 +1,131 @@
+"""`bookft ingest`: thin CLI over `build_corpus` with rich progress bars and a summary table."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+import bookft
+from bookft.config import load
+from bookft.errors import ConfigError
+
+console = Console(stderr=True)
+
+
+def default_corpus_yaml() -> Path:
+    here = Path("corpora/sample.yaml")
+    if here.is_file():
+        return here
+    return Path(bookft.__file__).resolve().parents[1] / "corpora" / "sample.yaml"
+
+
+class RichProgress:
+    """Adapter from build_corpus's progress protocol to a rich Progress with rates."""
+
+    def __init__(self, console: Console) -> None:
+        self.p = Progress(TextColumn("[bold]{task.description:<15}"), BarColumn(), MofNCompleteColumn(),
+                          TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=console, transient=False)
+        self.task = None
+        self.t0 = 0.0
+        self.counters: dict[str, int] = {}
+
+    def start(self, phase: str, total: int | None = None, unit: str = "") -> None:
+        if self.task is None:
+            self.p.start()
+        self.task = self.p.add_task(phase, total=total, rate="")
+        self.t0 = time.perf_counter()
+        self.counters = {}
+
+    def advance(self, n: int = 1, **counters) -> None:
+        for k, v in counters.items():
+            self.counters[k] = self.counters.get(k, 0) + int(v)
+        dt = max(time.perf_counter() - self.t0, 1e-6)
+        rate = "  ".join(f"{v / dt:,.0f} {k}/s" for k, v in self.counters.items() if v)
+        self.p.update(self.task, advance=n, rate=rate)
+
+    def end(self) -> None:
+        if self.task is not None:
+            t = self.p.tasks[-1]
+            if t.total is None:
+                self.p.update(self.task, total=1, completed=1)
+
+    def stop(self) -> None:
+        self.p.stop()
+
+
+def summary_table(m: dict) -> Table:
+    c = m["counts"]
+    t = Table(title=f"corpus {m['name']} v{m['version']}  ({m.get('path', '')})")
+    t.add_column("kind")
+    t.add_column("documents", justify="right")
+    t.add_column("characters", justify="right")
+    t.add_column("tokens", justify="right")
+    for kind, v in sorted(m["per_kind"].items()):
+        t.add_row(kind, f"{v['documents']:,}", f"{v['chars']:,}", f"{v['tokens']:,}")
+    t.add_row("[bold]total", f"{c['documents']:,}", f"{c['chars']:,}", f"{c['tokens']:,}")
+    t.caption = (f"seq_len {m['seq_len']:,}: {c['sequences']:,} sequences, fill {c['fill']:.4f}, "
+                 f"padding {c['padding_tokens']:,} tokens, {c['split_documents']} documents split; "
+                 f"{c['duplicates']} duplicates removed; entries {c['entries']}; "
+                 f"work {m['work']}; {m['timings']['total']:.1f} s")
+    return t
+
+
+def problems_table(m: dict) -> Table | None:
+    rows = [e for e in m["sources"] if e["status"] != "ingested"]
+    if not rows:
+        return None
+    t = Table(title="skipped / failed")
+    t.add_column("status")
+    t.add_column("source", overflow="fold")
+    t.add_column("reason", overflow="fold")
+    for e in rows[:50]:
+        t.add_row(e["status"], e["source"], e["reason"])
+    if len(rows) > 50:
+        t.caption = f"... and {len(rows) - 50} more (see manifest.json)"
+    return t
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def ingest(
+        sources: list[str] = typer.Argument(None, help="Files or folders (PDF, code repository, legal "
+                                            "archive/folder, JSONL, HTML, text). None: the built-in sample."),
+        out: str = typer.Option(None, "--out", "-o", help="Corpus directory (default from the corpus YAML)."),
+        corpus: Path = typer.Option(None, "--corpus", "-c", help="Corpus definition YAML (corpora/*.yaml)."),
+        kind: str = typer.Option("auto", "--kind", help="auto|pdf|code|legal|jsonl|html|text for SOURCES."),
+        tokenizer: str = typer.Option(None, "--tokenizer", help="tokenizer.json or HF model folder (local)."),
+        seq_len: int = typer.Option(None, "--seq-len", help="Tokens per packed sequence."),
+        vocab_size: int = typer.Option(None, "--vocab-size", help="Vocabulary of the BPE trained on the corpus."),
+        segments: str = typer.Option(None, "--segments", help="document|collection: attention segment unit."),
+        workers: int = typer.Option(None, "--workers", help="Extraction processes (0 = in process)."),
+        set_: list[str] = typer.Option([], "--set", help="Config override key=value (repeatable)."),
+    ) -> None:
+        """Turn sources into a packed, versioned corpus (tokens in sequences of --seq-len)."""
+        from bookft.ingest.build import build_corpus
+        from bookft.ingest.config import IngestConfig
+
+        if kind not in ("auto", "pdf", "code", "legal", "jsonl", "html", "text"):
+            raise ConfigError(f"--kind {kind!r}: expected auto, pdf, code, legal, jsonl, html or text")
+        path = corpus if corpus is not None else (None if sources else default_corpus_yaml())
+        overrides = list(set_)
+        for key, val in (("out", out), ("tokenizer.path", tokenizer), ("packing.seq_len", seq_len),
+                         ("tokenizer.vocab_size", vocab_size), ("packing.segments", segments),
+                         ("workers", workers)):
+            if val is not None:
+                overrides.append(f"{key}={val}")
+        cfg = load(IngestConfig, path, overrides)
+        progress = RichProgress(console)
+        try:
+            m = build_corpus(cfg, progress, sources=[(s, kind, None) for s in sources or []])
+        finally:
+            progress.stop()
+        console.print(summary_table(m))
+        probs = problems_table(m)
+        if probs is not None:
+            console.print(probs)
+        console.print(f"[green]published[/] {m['path']}  (current -> versions/{m['version']:04d})")

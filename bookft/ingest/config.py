@@ -1,0 +1,98 @@
+"""Corpus definition (corpora/*.yaml): sources, limits, tokenizer and packing. Strict, frozen, keyword-only.
+
+Design choices:
+- One `IngestConfig` describes a whole corpus build, so `corpora/NAME.yaml`, the CLI flags and the
+  refresh pipelines (issue 7) all feed the same object (`bookft.config.load(IngestConfig, ...)`).
+- Limits are part of the config (hostile input has a bounded cost, and the bound is visible).
+- `sample:` asks for the built-in generated material (books as PDFs, a USLM archive, JSONL opinions,
+  the bookft source tree) instead of, or besides, `sources:`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from bookft.errors import ConfigError
+
+Kind = Literal["auto", "pdf", "code", "legal", "jsonl", "html", "text"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceConfig:
+    path: str
+    kind: Kind = "auto"
+    collection: str | None = None  # default: the file or folder name
+
+
+@dataclass(frozen=True, kw_only=True)
+class LimitsConfig:
+    max_file_mb: float = 512.0  # any single file (PDF, text, archive) bigger than this is skipped
+    code_max_file_kb: int = 1024  # files in a code repository over this are skipped
+    archive_max_member_mb: float = 256.0
+    archive_max_total_mb: float = 4096.0
+    archive_max_ratio: float = 200.0  # uncompressed / compressed, per member (decompression bombs)
+    archive_max_members: int = 1_000_000
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExtractConfig:
+    pdf_backend: Literal["pdfium", "pypdf"] = "pdfium"  # pypdf always takes over when pdfium fails
+    code_skip_vendored: bool = True  # vendor/, node_modules/, lock files, minified files
+    code_include_hidden: bool = False  # dot-files and dot-folders other than .git (never read)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TokenizerConfig:
+    path: str | None = None  # tokenizer.json or a HF folder; None = train a byte-level BPE on the corpus
+    vocab_size: int = 32000
+    train_chars: int = 20_000_000  # characters of the corpus the BPE is trained on (first ones, in order)
+    min_frequency: int = 2
+
+    def validate(self) -> None:
+        if self.vocab_size < 300:
+            raise ConfigError(f"tokenizer.vocab_size: must be >= 300 (256 bytes + merges), got {self.vocab_size}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PackingConfig:
+    seq_len: int = 2048
+    segments: Literal["document", "collection"] = "document"  # attention segment = one doc or a collection
+    split_slack: float = 0.005  # paragraph cut may waste up to this fraction of seq_len, else a word cut
+    append_eos: bool = True  # end every document with the tokenizer's end-of-text token
+
+    def validate(self) -> None:
+        if self.seq_len < 16:
+            raise ConfigError(f"packing.seq_len: must be >= 16, got {self.seq_len}")
+        if not 0.0 <= self.split_slack < 1.0:
+            raise ConfigError(f"packing.split_slack: must be in [0, 1), got {self.split_slack}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SampleConfig:
+    seed: int = 0
+    books: int = 3
+    pages_per_book: int = 30
+    facts_per_book: int = 10
+    legal_titles: int = 2
+    sections_per_title: int = 25
+    opinions: int = 30
+    code_repository: bool = True  # the bookft source tree
+
+
+@dataclass(frozen=True, kw_only=True)
+class IngestConfig:
+    name: str = "corpus"
+    out: str = "data/corpus"
+    sources: tuple[SourceConfig, ...] = ()
+    sample: SampleConfig | None = None
+    dedup: bool = True
+    workers: int = 2  # extraction processes; 0 = in this process
+    extract: ExtractConfig = field(default_factory=ExtractConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    packing: PackingConfig = field(default_factory=PackingConfig)
+
+    def validate(self) -> None:
+        if self.workers < 0:
+            raise ConfigError(f"workers: must be >= 0, got {self.workers}")

@@ -1,0 +1,122 @@
+"""What every extractor returns: documents plus one manifest entry per file looked at.
+
+Design choices:
+- Extraction is a pure function `path -> ExtractResult` (picklable in and out), so a process pool
+  (or later Ray Data) can map it over sources; nothing here touches the corpus directory.
+- Every file an extractor saw ends up as an `Entry` (ingested / skipped / failed + reason): nothing
+  is lost silently, and the manifest can list it.
+- Text normalisation shared by all sources lives here (`clean_text`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+STATUSES = ("ingested", "skipped", "failed")
+
+
+@dataclass
+class Document:
+    source: str  # file path, or "archive.zip:member/path"
+    collection: str
+    kind: str
+    text: str
+    title: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def hash(self) -> str:
+        return text_hash(self.text)
+
+
+@dataclass
+class Entry:
+    source: str
+    status: str  # ingested | skipped | failed
+    reason: str = ""
+    kind: str = ""
+    hash: str = ""  # content hash of the file (sources) or empty (members)
+
+
+@dataclass
+class ExtractResult:
+    source: str
+    kind: str
+    hash: str = ""
+    documents: list[Document] = field(default_factory=list)
+    entries: list[Entry] = field(default_factory=list)
+    stats: dict[str, int] = field(default_factory=dict)  # pages, empty_pages, files, chars
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @staticmethod
+    def from_json(d: dict) -> ExtractResult:
+        return ExtractResult(source=d["source"], kind=d["kind"], hash=d.get("hash", ""),
+                             documents=[Document(**x) for x in d.get("documents", [])],
+                             entries=[Entry(**x) for x in d.get("entries", [])], stats=d.get("stats", {}))
+
+    def add(self, stat: str, n: int = 1) -> None:
+        self.stats[stat] = self.stats.get(stat, 0) + n
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def file_hash(path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+_LIGATURES = {"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl",
+              "\ufb05": "st", "\ufb06": "st"}
+_LIG_RE = re.compile("[" + "".join(_LIGATURES) + "]")
+_CTRL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_SPACES_RE = re.compile(r"[ \t\u00a0]+\n")
+_BLANKS_RE = re.compile(r"\n{3,}")
+
+
+def clean_text(text: str) -> str:
+    """Normalise newlines, ligatures, control characters, trailing spaces and runs of blank lines."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = _LIG_RE.sub(lambda m: _LIGATURES[m.group()], text)
+    text = unicodedata.normalize("NFC", text)
+    text = _CTRL_RE.sub("", text)
+    text = _SPACES_RE.sub("\n", text)
+    text = _BLANKS_RE.sub("\n\n", text)
+    return text.strip()
+
+
+def decode_text(data: bytes) -> tuple[str, str]:
+    """Bytes -> (text, note). UTF-8 (with or without BOM), UTF-16 with BOM, else cp1252/latin-1."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        return data[3:].decode("utf-8", "replace"), ""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return data.decode("utf-16", "replace"), "decoded as UTF-16 (BOM)"
+    try:
+        return data.decode("utf-8"), ""
+    except UnicodeDecodeError as e:
+        pos = e.start
+    try:
+        return data.decode("cp1252"), f"not valid UTF-8 (byte {pos}); decoded as cp1252"
+    except UnicodeDecodeError:
+        return data.decode("latin-1"), f"not valid UTF-8 (byte {pos}); decoded as latin-1"
+
+
+def looks_binary(data: bytes) -> bool:
+    """Content sniffing: NUL bytes, or many control bytes, in the first 8 KiB."""
+    head = data[:8192]
+    if not head:
+        return False
+    if b"\x00" in head and not head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return True
+    ctrl = sum(1 for b in head if b < 9 or 13 < b < 32)
+    return ctrl / len(head) > 0.1

@@ -1,0 +1,174 @@
+"""Sources: resolve what the user named into extraction jobs, and the one pure extraction entry point.
+
+Design choices:
+- `resolve_sources` turns paths into `ExtractJob`s (kind detected per source when `auto`): a PDF
+  file, an archive, a code repository folder, a legal folder, a JSONL/HTML/text file. A plain folder
+  of books/texts is expanded into one job per file, so refreshes (issue 7) re-extract only what
+  changed. Paths that cannot be used become failed/skipped manifest entries, never exceptions.
+- `extract(job) -> ExtractResult` is a pure function of the job (picklable), run by a process pool
+  here and mappable by a distributed engine later. `job_key` is its cache key: the content hash of
+  the source plus the extractor version and options.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from bookft.ingest.archive import extract_legal, is_archive
+from bookft.ingest.code import VENDORED_DIRS, extract_code, looks_like_repository
+from bookft.ingest.config import ExtractConfig, LimitsConfig
+from bookft.ingest.documents import Entry, ExtractResult, file_hash
+from bookft.ingest.pdf import extract_pdf
+from bookft.ingest.text import extract_text_file
+
+EXTRACTOR_VERSION = "1"
+LEGAL_EXTS = (".xml", ".jsonl", ".ndjson", ".html", ".htm")
+KINDS = ("pdf", "code", "legal", "jsonl", "html", "text")
+
+
+@dataclass(frozen=True)
+class ExtractJob:
+    path: str
+    kind: str  # one of KINDS
+    collection: str
+    extract: ExtractConfig
+    limits: LimitsConfig
+
+
+def file_kind(path: Path) -> str:
+    low = path.name.lower()
+    if is_archive(path):
+        return "legal"
+    if low.endswith(".pdf"):
+        return "pdf"
+    if low.endswith(".xml"):
+        return "legal"
+    if low.endswith((".jsonl", ".ndjson")):
+        return "jsonl"
+    if low.endswith((".html", ".htm", ".xhtml")):
+        return "html"
+    try:
+        with open(path, "rb") as f:
+            if f.read(5) == b"%PDF-":
+                return "pdf"
+    except OSError:
+        pass
+    return "text"
+
+
+def _files(folder: Path) -> list[Path]:
+    out = []
+    for dirpath, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in VENDORED_DIRS)
+        out.extend(Path(dirpath) / f for f in sorted(files) if not f.startswith("."))
+    return out
+
+
+def resolve_sources(paths: list[tuple[str, str, str | None]], extract: ExtractConfig, limits: LimitsConfig
+                    ) -> tuple[list[ExtractJob], list[Entry]]:
+    """[(path, kind, collection)] -> (jobs in order, entries for paths that cannot be used)."""
+    jobs: list[ExtractJob] = []
+    bad: list[Entry] = []
+    for raw, kind, coll in paths:
+        p = Path(raw)
+        if p.is_symlink():
+            try:
+                os.path.realpath(p, strict=True)
+            except OSError as e:
+                why = "symlink loop" if e.errno == 40 else "dangling symlink"
+                bad.append(Entry(raw, "failed", f"{why}: cannot be followed", kind))
+                continue
+        if not p.exists():
+            bad.append(Entry(raw, "failed", "path does not exist", kind))
+            continue
+        name = coll or (p.resolve().name if p.is_dir() else p.name)
+        if p.is_file():
+            k = file_kind(p) if kind == "auto" else kind
+            if k == "code":
+                bad.append(Entry(raw, "failed", "kind 'code' needs a folder", k))
+                continue
+            if k == "legal" and not (is_archive(p) or p.name.lower().endswith(".xml")):
+                k = file_kind(p)
+            jobs.append(ExtractJob(str(p), k, coll or p.stem, extract, limits))
+            continue
+        if not p.is_dir():
+            bad.append(Entry(raw, "failed", "not a regular file or folder", kind))
+            continue
+        files = _files(p)
+        if kind == "auto":
+            if looks_like_repository(p):
+                kind = "code"
+            elif not files:
+                bad.append(Entry(raw, "skipped", "empty folder: no files to ingest", kind))
+                continue
+            elif sum(f.name.lower().endswith(LEGAL_EXTS) for f in files) * 2 >= len(files):
+                kind = "legal"
+        if kind in ("code", "legal"):
+            jobs.append(ExtractJob(str(p), kind, name, extract, limits))
+            continue
+        if not files:
+            bad.append(Entry(raw, "skipped", "empty folder: no files to ingest", kind))
+            continue
+        for f in files:  # a folder of books / texts: one job per file
+            k = file_kind(f) if kind == "auto" else kind
+            fcoll = f.stem if k == "pdf" else name
+            jobs.append(ExtractJob(str(f), k, fcoll, extract, limits))
+    return jobs, bad
+
+
+def content_hash(job: ExtractJob) -> str:
+    """sha256 of the source's bytes (a folder: of its files' paths and contents, .git excluded)."""
+    p = Path(job.path)
+    if p.is_file():
+        try:
+            return file_hash(p)
+        except OSError:
+            return ""
+    h = hashlib.sha256()
+    for dirpath, dirs, files in os.walk(p):
+        dirs[:] = sorted(d for d in dirs if d != ".git")
+        for f in sorted(files):
+            fp = Path(dirpath) / f
+            h.update(str(fp.relative_to(p)).encode("utf-8", "surrogateescape") + b"\0")
+            try:
+                if not fp.is_symlink():
+                    h.update(bytes.fromhex(file_hash(fp)))
+                else:
+                    h.update(os.readlink(fp).encode("utf-8", "surrogateescape"))
+            except OSError:
+                h.update(b"unreadable")
+    return h.hexdigest()
+
+
+def job_key(job: ExtractJob, chash: str) -> str:
+    opts = json.dumps({"v": EXTRACTOR_VERSION, "kind": job.kind, "collection": job.collection, "path": job.path,
+                       "extract": asdict(job.extract), "limits": asdict(job.limits)}, sort_keys=True)
+    return hashlib.sha256((chash + opts).encode()).hexdigest()
+
+
+def extract(job: ExtractJob) -> ExtractResult:
+    """The pure extraction function: one job -> documents + manifest entries. Never raises for bad input."""
+    p = Path(job.path)
+    try:
+        size = p.stat().st_size if p.is_file() else 0
+        if size > job.limits.max_file_mb * (1 << 20):
+            res = ExtractResult(source=job.path, kind=job.kind)
+            why = f"file over the {job.limits.max_file_mb:g} MiB cap"
+            res.entries.append(Entry(job.path, "skipped", why, job.kind))
+            return res
+        if job.kind == "pdf":
+            return extract_pdf(p, job.collection, job.extract.pdf_backend)
+        if job.kind == "code":
+            return extract_code(p, job.collection, job.limits.code_max_file_kb, job.extract.code_skip_vendored,
+                                job.extract.code_include_hidden)
+        if job.kind == "legal":
+            return extract_legal(p, job.collection, job.limits, job.extract.pdf_backend)
+        return extract_text_file(p, job.collection, job.kind)
+    except Exception as e:  # a bug or an unforeseen file: report it, keep the run going
+        res = ExtractResult(source=job.path, kind=job.kind)
+        res.entries.append(Entry(job.path, "failed", f"unexpected error: {type(e).__name__}: {e}", job.kind))
+        return res
