@@ -19,6 +19,7 @@ import multiprocessing
 import os
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -32,9 +33,11 @@ from bookft.corpus.writer import write_version
 from bookft.errors import IngestError
 from bookft.ingest.cache import SourceCache
 from bookft.ingest.config import IngestConfig
-from bookft.ingest.documents import Entry
+from bookft.ingest.documents import Document, Entry
 from bookft.ingest.sources import content_hash, extract, job_key, resolve_sources
 from bookft.ingest.tokenize import encode_documents, fingerprint, load_tokenizer, special_ids, train_bpe, word_starts
+
+LossWeightsFn = Callable[[Document, np.ndarray], "np.ndarray | None"]
 
 
 class NullProgress:
@@ -69,10 +72,14 @@ def _previous_tokenizer(root: Path, cfg: IngestConfig):
     return None
 
 
-def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, str, str | None]] | None = None
-                 ) -> dict:
+def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, str, str | None]] | None = None,
+                 loss_weights: LossWeightsFn | None = None) -> dict:
     """Build and publish a new corpus version in `cfg.out`; returns its manifest. Raises IngestError if
-    nothing could be ingested."""
+    nothing could be ingested.
+
+    loss_weights(document, token_ids int32 [n]) -> float32 [n] or None (= all 1.0): the hook for
+    synthesized retrieval examples (issue 9); when given, sequences carry a `loss_weights` column.
+    """
     progress = progress or NullProgress()
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
@@ -191,6 +198,8 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
     t = time.perf_counter()
     staged = staging_dir(root)
     tok_file = staged / ".tokens.bin"
+    w_file = staged / ".weights.bin"
+    w_out = open(w_file, "wb") if loss_weights is not None else None
     doc_off = [0]
     doc_coll: list[int] = []
     bounds_parts: list[np.ndarray] = []
@@ -228,6 +237,14 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
                 coll_ids.setdefault(name, len(coll_ids))
                 seg = ids[offs[k]:offs[k + 1]]
                 out.write(seg.tobytes())
+                if w_out is not None:
+                    res = res or cache.load_extract(keys[i])
+                    wk = loss_weights(res.documents[k], seg)
+                    wk = np.ones(len(seg), np.float32) if wk is None else np.asarray(wk, np.float32)
+                    if wk.shape != seg.shape:
+                        raise IngestError(f"loss_weights for {res.documents[k].source}: expected shape "
+                                          f"{seg.shape}, got {wk.shape}")
+                    w_out.write(wk.tobytes())
                 doc_off.append(doc_off[-1] + len(seg))
                 doc_coll.append(coll_ids[name])
                 bounds_parts.append(bnds[boffs[k]:boffs[k + 1]])
@@ -235,6 +252,8 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
                 n_tok_total += len(seg)
             progress.advance(1, tokens=int(offs[-1]))
     progress.end()
+    if w_out is not None:
+        w_out.close()
     timings["tokenize"] = time.perf_counter() - t
 
     # --- pack --------------------------------------------------------------------------------------------
@@ -261,8 +280,14 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
     # --- write + publish ---------------------------------------------------------------------------------
     t = time.perf_counter()
     progress.start("write", len(plan.sequences), "sequences")
+    weights = None
+    if loss_weights is not None:
+        wmm = np.memmap(w_file, dtype=np.float32, mode="r") if n_tok_total else np.zeros(0, np.float32)
+        weights = lambda d, s, e: wmm[doc_off_a[d] + s: doc_off_a[d] + e]
     info = write_version(staged, plan, tokens, doc_off_a, doc_coll, kept_docs(), cfg.packing.segments,
-                         pad_id, progress)
+                         pad_id, progress, weights=weights)
+    if loss_weights is not None:
+        w_file.unlink()
     progress.end()
     tok_file.unlink()  # the memory map stays valid until `tokens` is dropped
     (staged / "tokenizer").mkdir()
@@ -297,6 +322,7 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
                    "pdf_empty_pages": stats_total.get("empty_pages", 0)},
         "per_kind": info["per_kind"],
         "data_hash": info["data_hash"],
+        "loss_weights": loss_weights is not None,
         "work": cache.counters(),
         "timings": {k: round(v, 3) for k, v in timings.items()},
         "config": json.loads(json.dumps(asdict(cfg), default=str)),

@@ -182,3 +182,57 @@ def test_default_sample_builds(tmp_path):
     book = next(d for d in docs if d["kind"] == "pdf")
     fact = facts[book["source"].split("/")[-1]][0]
     assert f"The code of {fact['name']} is {fact['code']}." in book["text"]
+
+
+def test_loss_weights_hook(tmp_path):
+    src = _sources(tmp_path)
+
+    def weights(doc, ids):
+        return np.full(len(ids), 0.25, np.float32) if doc.source.endswith("a.txt") else None
+
+    m = build_corpus(_cfg(tmp_path / "w"), sources=[(str(src / "a.txt"), "auto", None),
+                                                    (str(src / "b.md"), "auto", None)], loss_weights=weights)
+    assert m["loss_weights"] is True
+    corpus = open_corpus(tmp_path / "w")
+    seen = set()
+    for i in range(len(corpus)):
+        s = corpus.sequence(i)
+        for p in corpus.pieces(i):
+            w = s["loss_weights"][s["segment_ids"] == p["segment"]]
+            expect = 0.25 if p["doc"] == 0 else 1.0
+            assert np.allclose(w, expect)
+            seen.add(p["doc"])
+        assert (s["loss_weights"][s["segment_ids"] == 0] == 0).all()
+    assert seen == {0, 1}
+
+
+def test_kill_9_during_build_keeps_previous_version(tmp_path):
+    import signal
+    import time
+
+    src = _sources(tmp_path)
+    out = tmp_path / "k"
+    first = build_corpus(_cfg(out), sources=[(str(src), "auto", None)])
+    (src / "more.txt").write_text(_text(9, 400))
+    import shutil
+
+    shutil.copytree(out, tmp_path / "copy", symlinks=True)
+    code = ("import sys; from bookft.config import from_dict; from bookft.ingest import IngestConfig, build_corpus;"
+            f"build_corpus(from_dict(IngestConfig, {{'out': {str(out)!r}, 'workers': 0, "
+            "'tokenizer': {'vocab_size': 320}, 'packing': {'seq_len': 256}}), "
+            f"sources=[({str(src)!r}, 'auto', None)])")
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    deadline = time.time() + 60
+    while time.time() < deadline and proc.poll() is None:
+        if any(n.startswith(".tmp-") for n in os.listdir(out / "versions")):
+            break
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    if os.readlink(out / "current") == "versions/0001":  # killed before publishing (the usual case)
+        assert open_corpus(out).manifest["data_hash"] == first["data_hash"]
+        assert len(open_corpus(out)) == first["counts"]["sequences"]
+    again = build_corpus(_cfg(out), sources=[(str(src), "auto", None)])
+    uninterrupted = build_corpus(_cfg(tmp_path / "copy"), sources=[(str(src), "auto", None)])
+    assert again["data_hash"] == uninterrupted["data_hash"]
+    assert not any(n.startswith(".tmp-") for n in os.listdir(out / "versions"))
