@@ -165,13 +165,15 @@ def extract_code(root: Path, collection: str, max_file_kb: int = 1024, skip_vend
 
 
 def looks_like_repository(folder: Path) -> bool:
-    """A folder is treated as a code repository if it is a git checkout or mostly holds source code."""
+    """A git checkout, or a folder that mostly holds source code and no documents (PDF, archives, JSONL)."""
     if (folder / ".git").exists():
         return True
     n = code = 0
     for _dirpath, dirs, files in os.walk(folder):
         dirs[:] = [d for d in dirs if not d.startswith(".") and d not in VENDORED_DIRS]
         for f in files:
+            if f.lower().endswith((".pdf", ".zip", ".tar", ".gz", ".tgz", ".xz", ".jsonl", ".ndjson")):
+                return False  # documents, not a code base: the folder is opened instead
             n += 1
             code += os.path.splitext(f)[1].lower() in CODE_EXTS
         if n > 2000:

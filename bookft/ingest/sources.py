@@ -70,58 +70,78 @@ def _files(folder: Path) -> list[Path]:
 
 def resolve_sources(paths: list[tuple[str, str, str | None]], extract: ExtractConfig, limits: LimitsConfig
                     ) -> tuple[list[ExtractJob], list[Entry]]:
-    """[(path, kind, collection)] -> (jobs in order, entries for paths that cannot be used)."""
+    """[(path, kind, collection)] -> (jobs in order, entries for paths that cannot be used).
+
+    A folder with `auto`: a code repository (git checkout, or mostly source code and no documents)
+    is one job; a folder of mostly XML/JSONL/HTML is one legal job; any other folder is opened: each
+    file is its own job (a PDF is its own collection, other files share the folder's collection) and
+    each subfolder is resolved the same way.
+    """
     jobs: list[ExtractJob] = []
     bad: list[Entry] = []
     for raw, kind, coll in paths:
-        p = Path(raw)
-        if p.is_symlink():
-            try:
-                os.path.realpath(p, strict=True)
-            except OSError as e:
-                why = "symlink loop" if e.errno == 40 else "dangling symlink"
-                bad.append(Entry(raw, "failed", f"{why}: cannot be followed", kind))
-                continue
-        if not p.exists():
-            bad.append(Entry(raw, "failed", "path does not exist", kind))
-            continue
-        name = coll or (p.resolve().name if p.is_dir() else p.name)
-        if p.is_file():
-            k = file_kind(p) if kind == "auto" else kind
-            if k == "code":
-                bad.append(Entry(raw, "failed", "kind 'code' needs a folder", k))
-                continue
-            if k == "legal" and not (is_archive(p) or p.name.lower().endswith(".xml")):
-                k = file_kind(p)
-            jobs.append(ExtractJob(str(p), k, coll or p.stem, extract, limits))
-            continue
-        if not p.is_dir():
-            bad.append(Entry(raw, "failed", "not a regular file or folder", kind))
-            continue
-        files = _files(p)
-        if kind == "auto":
-            if looks_like_repository(p):
-                kind = "code"
-            elif not files:
-                bad.append(Entry(raw, "skipped", "empty folder: no files to ingest", kind))
-                continue
-            elif sum(f.name.lower().endswith(LEGAL_EXTS) for f in files) * 2 >= len(files):
-                kind = "legal"
-        if kind in ("code", "legal"):
-            jobs.append(ExtractJob(str(p), kind, name, extract, limits))
-            continue
-        if not files:
-            bad.append(Entry(raw, "skipped", "empty folder: no files to ingest", kind))
-            continue
-        for f in files:  # a folder of books / texts: one job per file
-            k = file_kind(f) if kind == "auto" else kind
-            fcoll = f.stem if k == "pdf" else name
-            jobs.append(ExtractJob(str(f), k, fcoll, extract, limits))
+        _resolve(Path(raw), raw, kind, coll, extract, limits, jobs, bad)
     return jobs, bad
 
 
+def _resolve(p: Path, raw: str, kind: str, coll: str | None, extract: ExtractConfig, limits: LimitsConfig,
+             jobs: list[ExtractJob], bad: list[Entry]) -> None:
+    if p.is_symlink():
+        try:
+            os.path.realpath(p, strict=True)
+        except OSError as e:
+            why = "symlink loop" if e.errno == 40 else "dangling symlink"
+            bad.append(Entry(raw, "failed", f"{why}: cannot be followed", kind))
+            return
+    if not p.exists():
+        bad.append(Entry(raw, "failed", "path does not exist", kind))
+        return
+    if p.is_file():
+        k = file_kind(p) if kind == "auto" else kind
+        if k == "code":
+            bad.append(Entry(raw, "failed", "kind 'code' needs a folder", k))
+            return
+        if k == "legal" and not (is_archive(p) or p.name.lower().endswith(".xml")):
+            k = file_kind(p)
+        jobs.append(ExtractJob(str(p), k, coll or p.stem, extract, limits))
+        return
+    if not p.is_dir():
+        bad.append(Entry(raw, "failed", "not a regular file or folder", kind))
+        return
+    name = coll or p.resolve().name
+    if kind in ("code", "legal"):
+        jobs.append(ExtractJob(str(p), kind, name, extract, limits))
+        return
+    files = _files(p)
+    if not files and not (kind == "auto" and (p / ".git").exists()):
+        bad.append(Entry(raw, "skipped", "empty folder: no files to ingest", kind))
+        return
+    if kind == "auto":
+        if looks_like_repository(p):
+            jobs.append(ExtractJob(str(p), "code", name, extract, limits))
+            return
+        if sum(f.name.lower().endswith(LEGAL_EXTS) for f in files) * 2 >= len(files) and \
+                not any(is_archive(f) or f.name.lower().endswith(".pdf") for f in files):
+            jobs.append(ExtractJob(str(p), "legal", name, extract, limits))
+            return
+        for child in sorted(os.listdir(p)):
+            if child.startswith(".") or child in VENDORED_DIRS:
+                continue
+            c = p / child
+            if c.is_dir() and not c.is_symlink():
+                _resolve(c, str(c), "auto", None, extract, limits, jobs, bad)
+            else:
+                k = file_kind(c) if c.is_file() else "auto"
+                shared = name if k in ("text", "html") else None  # loose texts share the folder's collection
+                _resolve(c, str(c), "auto", shared, extract, limits, jobs, bad)
+        return
+    for f in files:  # forced pdf/text/html/jsonl on a folder: every file, that kind
+        jobs.append(ExtractJob(str(f), kind, f.stem if kind == "pdf" else name, extract, limits))
+
+
 def content_hash(job: ExtractJob) -> str:
-    """sha256 of the source's bytes (a folder: of its files' paths and contents, .git excluded)."""
+    """sha256 of the source's bytes; a folder: of its files' paths and contents (.git excluded; for a
+    code repository only the files the extractor would read, so ignored build output costs nothing)."""
     p = Path(job.path)
     if p.is_file():
         try:
@@ -129,18 +149,30 @@ def content_hash(job: ExtractJob) -> str:
         except OSError:
             return ""
     h = hashlib.sha256()
-    for dirpath, dirs, files in os.walk(p):
-        dirs[:] = sorted(d for d in dirs if d != ".git")
-        for f in sorted(files):
-            fp = Path(dirpath) / f
-            h.update(str(fp.relative_to(p)).encode("utf-8", "surrogateescape") + b"\0")
-            try:
-                if not fp.is_symlink():
-                    h.update(bytes.fromhex(file_hash(fp)))
-                else:
-                    h.update(os.readlink(fp).encode("utf-8", "surrogateescape"))
-            except OSError:
-                h.update(b"unreadable")
+    if job.kind == "code":
+        from bookft.ingest.code import _Walker
+
+        walker = _Walker(p, ExtractResult(source=job.path, kind="code"), job.extract.code_include_hidden,
+                         job.extract.code_skip_vendored)
+        files = [fp for _, fp in walker.walk(p, "", [])]
+        h.update(json.dumps([[e.source, e.reason] for e in walker.res.entries]).encode())
+    else:
+        files = []
+        for dirpath, dirs, names in os.walk(p):
+            dirs[:] = sorted(d for d in dirs if d != ".git")
+            files.extend(Path(dirpath) / f for f in sorted(names))
+    cap = job.limits.code_max_file_kb * 1024 if job.kind == "code" else None
+    for fp in files:
+        h.update(str(fp.relative_to(p)).encode("utf-8", "surrogateescape") + b"\0")
+        try:
+            if fp.is_symlink():
+                h.update(os.readlink(fp).encode("utf-8", "surrogateescape"))
+            elif cap is not None and fp.stat().st_size > cap:
+                h.update(str(fp.stat().st_size).encode())  # skipped by size; only its size matters
+            else:
+                h.update(bytes.fromhex(file_hash(fp)))
+        except OSError:
+            h.update(b"unreadable")
     return h.hexdigest()
 
 

@@ -1,0 +1,184 @@
+"""Ingest benchmark: a generated mixed corpus (>= 50 M characters) through `build_corpus`.
+
+Reports PDF pages/s (PDF extraction alone, process pool), characters/s end to end, tokens/s of the
+tokenize phase, packing time at several sequence lengths, fill, and peak RSS (this process and the
+extraction workers). Prints a rich table and writes benchmarks/results/ingest.json.
+
+    python benchmarks/ingest.py [--chars 50e6] [--workers 2] [--seq-len 131072] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import resource
+import shutil
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from bookft.config import from_dict
+from bookft.corpus.packing import pack
+from bookft.ingest import IngestConfig, build_corpus
+from bookft.ingest.build import _pool_extract
+from bookft.ingest.config import ExtractConfig, LimitsConfig
+from bookft.ingest.pdfwriter import book_pdf
+from bookft.ingest.sample import NAMES, WORDS, uslm_title
+from bookft.ingest.sources import resolve_sources
+
+
+def _para(rng: random.Random) -> str:
+    n = rng.randint(3, 8)
+    return " ".join(" ".join(rng.choices(WORDS, k=rng.randint(6, 18))).capitalize() + "." for _ in range(n))
+
+
+def _text(rng: random.Random, chars: int) -> str:
+    out, size = [], 0
+    while size < chars:
+        p = _para(rng)
+        if rng.random() < 0.05:
+            p += f" The code of {rng.choice(NAMES)} is {rng.randint(0, 99999):05d}."
+        out.append(p)
+        size += len(p) + 2
+    return "\n\n".join(out)
+
+
+def generate(root: Path, total_chars: float, seed: int = 0) -> dict:
+    """Mixed corpus: ~20% PDF books, ~35% text files, ~15% USLM zip, ~20% JSONL, ~10% code."""
+    rng = random.Random(seed)
+    root.mkdir(parents=True, exist_ok=True)
+    plan = {"pdf": 0.20, "text": 0.35, "legal": 0.15, "jsonl": 0.20, "code": 0.10}
+    made = {}
+    books = root / "books"
+    books.mkdir()
+    n_books = 40
+    per_book = int(total_chars * plan["pdf"] / n_books)
+    for b in range(n_books):
+        paras = _text(rng, per_book).split("\n\n")
+        (books / f"book-{b:03d}.pdf").write_bytes(book_pdf(f"Volume {b}", "bench", paras))
+    made["pdf_files"] = n_books
+    texts = root / "texts"
+    texts.mkdir()
+    for k in range(200):
+        (texts / f"chapter-{k:04d}.txt").write_text(_text(rng, int(total_chars * plan["text"] / 200)))
+    with zipfile.ZipFile(root / "laws.zip", "w", zipfile.ZIP_DEFLATED) as zf:
+        size, t = 0, 1
+        while size < total_chars * plan["legal"]:
+            data = uslm_title(rng, t, 300)
+            zf.writestr(f"usc/title{t:03d}.xml", data)
+            size += len(data) * 0.6  # markup is not text
+            t += 1
+    with open(root / "opinions.jsonl", "w") as f:
+        size = 0
+        while size < total_chars * plan["jsonl"]:
+            text = _text(rng, rng.randint(1000, 8000))
+            f.write(json.dumps({"case_name": " v. ".join(rng.sample(NAMES, 2)), "text": text}) + "\n")
+            size += len(text)
+    repo = root / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "README.md").write_text("# bench repo\n\n" + _text(rng, 2000))
+    for k in range(300):
+        d = repo / f"pkg{k % 10}"
+        d.mkdir(exist_ok=True)
+        body = "\n\n".join(f"def f{j}(x):\n    \"\"\"{_para(rng)}\"\"\"\n    return x + {j}\n"
+                           for j in range(int(total_chars * plan["code"] / 300 / 500)))
+        (d / f"mod{k}.py").write_text(body)
+    return made
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--chars", type=float, default=50e6)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--seq-len", type=int, default=131072)
+    ap.add_argument("--vocab-size", type=int, default=8192)
+    ap.add_argument("--keep", default=None, help="work folder to keep (default: a temp folder, removed)")
+    args = ap.parse_args()
+    con = Console()
+    work = Path(args.keep or tempfile.mkdtemp(prefix="bookft-bench-"))
+    src = work / "src"
+    if src.exists():
+        shutil.rmtree(src)
+    t = time.perf_counter()
+    generate(src, args.chars)
+    t_gen = time.perf_counter() - t
+    con.print(f"generated sources in {t_gen:.1f} s under {src}")
+
+    # 1) PDF extraction alone (process pool), pages/s
+    jobs, _ = resolve_sources([(str(src / "books"), "auto", None)], ExtractConfig(), LimitsConfig())
+    t = time.perf_counter()
+    pages = sum(r.stats.get("pages", 0) for _, r in _pool_extract(jobs, args.workers, None))
+    t_pdf = time.perf_counter() - t
+
+    # 2) the full build
+    out = work / "corpus"
+    if out.exists():
+        shutil.rmtree(out)
+    cfg = from_dict(IngestConfig, {"out": str(out), "workers": args.workers,
+                                   "tokenizer": {"vocab_size": args.vocab_size, "train_chars": 10_000_000},
+                                   "packing": {"seq_len": args.seq_len}})
+    t = time.perf_counter()
+    m = build_corpus(cfg, sources=[(str(src), "auto", None)])
+    t_total = time.perf_counter() - t
+    c = m["counts"]
+    tim = m["timings"]
+
+    # 3) packing alone at several sequence lengths (lengths + real paragraph boundaries)
+    from bookft.corpus.reader import open_corpus
+
+    docs = open_corpus(out).documents()
+    lengths = np.array(docs["n_tokens"])
+    colls = np.unique(np.array(docs["collection"]), return_inverse=True)[1]
+    packing = {}
+    for sl in (2048, 131072, 1_048_576, 4_194_304):
+        t = time.perf_counter()
+        plan = pack(lengths.tolist(), colls.tolist(), sl,
+                    boundaries=[np.arange(200, n, 200) for n in lengths], slack=int(0.005 * sl))
+        packing[sl] = {"seconds": round(time.perf_counter() - t, 3), "fill": round(plan.fill, 5),
+                       "sequences": len(plan.sequences), "corpus_over_seq_len": round(int(lengths.sum()) / sl, 1)}
+
+    rss_self = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rss_children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    res = {
+        "machine": f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}",
+        "args": vars(args), "generate_seconds": round(t_gen, 1),
+        "chars": c["chars"], "tokens": c["tokens"], "documents": c["documents"], "pdf_pages": pages,
+        "pdf_pages_per_s": round(pages / t_pdf, 1), "pdf_extract_seconds": round(t_pdf, 2),
+        "end_to_end_seconds": round(t_total, 2), "chars_per_s_end_to_end": round(c["chars"] / t_total),
+        "tokens_per_s_end_to_end": round(c["tokens"] / t_total),
+        "tokenize_tokens_per_s": round(c["tokens"] / max(tim["tokenize"], 1e-9)),
+        "phase_seconds": tim, "seq_len": args.seq_len, "fill": c["fill"], "sequences": c["sequences"],
+        "packing": packing, "peak_rss_mib": round(rss_self), "peak_rss_worker_mib": round(rss_children),
+    }
+    tab = Table(title="bookft ingest benchmark")
+    tab.add_column("metric")
+    tab.add_column("value", justify="right")
+    tab.add_column("target", justify="right")
+    tab.add_row("characters / tokens", f"{c['chars']:,} / {c['tokens']:,}", ">= 50M chars")
+    tab.add_row("PDF pages/s (extract, pool)", f"{res['pdf_pages_per_s']:,}", ">= 150")
+    tab.add_row("chars/s end to end", f"{res['chars_per_s_end_to_end']:,}", "")
+    tab.add_row("tokens/s end to end", f"{res['tokens_per_s_end_to_end']:,}", "")
+    tab.add_row("tokens/s tokenize phase", f"{res['tokenize_tokens_per_s']:,}", ">= 400k")
+    for sl, p in packing.items():
+        tab.add_row(f"pack seq_len {sl:,}", f"{p['seconds']} s, fill {p['fill']}", "fill >= 0.99 if >= 20x")
+    tab.add_row("phases (s)", json.dumps(tim), "")
+    tab.add_row("peak RSS main / worker MiB", f"{res['peak_rss_mib']} / {res['peak_rss_worker_mib']}", "< 2048")
+    con.print(tab)
+    dst = Path(__file__).parent / "results" / "ingest.json"
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    dst.write_text(json.dumps(res, indent=1) + "\n")
+    con.print(f"wrote {dst}")
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
