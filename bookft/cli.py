@@ -31,10 +31,10 @@ def version() -> None:
 
 def _register() -> None:
     # One line per concern; each module's register(app) adds its commands.
+    from bookft.eval.commands import register as register_eval; register_eval(app)  # noqa: E702, I001
     from bookft.ingest.commands import register as register_ingest; register_ingest(app)  # noqa: E702, I001
     from bookft.corpus.commands import register as register_corpus; register_corpus(app)  # noqa: E702, I001
-    from bookft.eval.commands import register as register_eval; register_eval(app)  # noqa: E702, I001
-    pass
+    from bookft.train.commands import register as register_train; register_train(app)  # noqa: E702, I001
 
 
 _register()

@@ -96,8 +96,9 @@ def config_digest(cfg: RunConfig) -> str:
 def train(cfg: RunConfig, *, run_dir: str | Path, model_path: str | Path | None = None,
           progress=None, log_metrics: bool = True) -> TrainResult:
     """Train according to `cfg` in `run_dir` (resuming if it holds checkpoints)."""
-    from bookft.train.setup import build_trainer  # imports jax; keep CLI start fast
+    from bookft.train.setup import build_trainer, resolve_model_config  # imports jax: keep CLI start fast
 
+    cfg = resolve_model_config(cfg, model_path)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     _check_run_dir(run_dir, cfg)

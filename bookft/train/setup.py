@@ -52,10 +52,29 @@ def check_seq_len(cfg: RunConfig, mesh, row_len: int, strategy: str) -> None:
             "choose a multiple of it")
 
 
+def resolve_model_config(cfg: RunConfig, model_path) -> RunConfig:
+    """With an HF folder (--model or model.hf_path) its config.json gives the model's shape; the run
+    config keeps its knobs (dtypes, remat, LoRA, rope theta override)."""
+    import dataclasses
+
+    from bookft.model import config_from_hf, read_hf_config
+    from bookft.model.config import KNOBS
+
+    path = model_path or cfg.model.hf_path
+    if path is None:
+        return cfg
+    knobs = {k: getattr(cfg.model, k) for k in KNOBS}
+    knobs["hf_path"] = str(path)
+    mc = config_from_hf(read_hf_config(path), f"{path}/config.json", **knobs)
+    return dataclasses.replace(cfg, model=mc)
+
+
 def init_params(cfg: RunConfig, mesh, model_path):
     """(graphdef, params, frozen, shardings...) with every array created directly sharded."""
     from bookft.model import init_model, load_hf
     from bookft.model.lora import trainable_filter
+
+    model_path = model_path or cfg.model.hf_path
 
     mc = cfg.model
     abstract = nnx.eval_shape(lambda: init_model(mc, seed=cfg.train.seed))
@@ -64,7 +83,7 @@ def init_params(cfg: RunConfig, mesh, model_path):
     p_sh = state_shardings(abs_params, mesh)
     f_sh = state_shardings(abs_frozen, mesh)
     if model_path is not None:
-        model, _ = load_hf(model_path, config=mc, mesh=mesh)
+        model, _ = load_hf(model_path, like=mc)  # host arrays, one tensor at a time; then placed
         _, params, frozen = nnx.split(model, filt, ...)
         params = jax.device_put(params, p_sh)
         frozen = jax.device_put(frozen, f_sh)

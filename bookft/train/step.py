@@ -82,8 +82,8 @@ class StepSettings:
     on_nan: str
 
 
-def make_train_step(graphdef, tx, attend, mesh, settings: StepSettings):
-    """The pure step (not yet jitted): (state, frozen, batch) -> (state, metrics)."""
+def make_loss_and_grads(graphdef, attend, mesh, settings: StepSettings):
+    """(params, frozen, batch [A, R, L]) -> (loss, grads, weighted target count), exact global mean."""
     cp = context_degree(mesh)
     rules = model_rules(mesh)
 
@@ -97,9 +97,7 @@ def make_train_step(graphdef, tx, attend, mesh, settings: StepSettings):
 
     grad_fn = jax.grad(loss_sums, has_aux=True)
 
-    def train_step(state, frozen, batch):
-        params = state["params"]
-
+    def loss_and_grads(params, frozen, batch):
         def micro(carry, mb):
             g_acc, ce_acc, n_acc = carry
             g, (ce, n) = grad_fn(params, frozen, mb)
@@ -109,8 +107,18 @@ def make_train_step(graphdef, tx, attend, mesh, settings: StepSettings):
         zero = jnp.zeros((), jnp.float32)
         (g_sum, ce_sum, n_sum), _ = jax.lax.scan(micro, (zeros, zero, zero), batch)
         denom = jnp.maximum(n_sum, 1e-9)
-        grads = jax.tree.map(lambda g: g / denom, g_sum)
-        loss = ce_sum / denom
+        return ce_sum / denom, jax.tree.map(lambda g: g / denom, g_sum), n_sum
+
+    return loss_and_grads
+
+
+def make_train_step(graphdef, tx, attend, mesh, settings: StepSettings):
+    """The pure step (not yet jitted): (state, frozen, batch) -> (state, metrics)."""
+    loss_and_grads = make_loss_and_grads(graphdef, attend, mesh, settings)
+
+    def train_step(state, frozen, batch):
+        params = state["params"]
+        loss, grads, n_sum = loss_and_grads(params, frozen, batch)
         grad_norm = optax.global_norm(grads)
         updates, new_opt = tx.update(grads, state["opt_state"], params)
         new_params = optax.apply_updates(params, updates)
