@@ -54,10 +54,16 @@ def _pages_pdfium(data: bytes) -> tuple[list[str], dict]:
 
 
 def _pdfium_page_lines(page) -> str:
-    """One page -> its lines, with an empty line where the vertical gap says a paragraph ends."""
+    """One page -> its lines, with an empty line where the vertical gap says a paragraph ends.
+
+    pdfium's text drops blank lines, so paragraph gaps come from the line rectangles: the text range is
+    split into lines and matched to the merged rectangles (a line pdfium de-hyphenated spans two);
+    when the match fails, each line's text is read from its rectangle instead (slower, always right).
+    """
     tp = page.get_textpage()
     try:
         width = page.get_width()
+        full = tp.get_text_range()  # before count_rects: pdfium's rect state is per text page
         spans: list[tuple[float, float]] = []  # (top, bottom) per text line, merged from pdfium's rects
         for j in range(tp.count_rects()):
             _, bottom, _, top = tp.get_rect(j)
@@ -65,9 +71,18 @@ def _pdfium_page_lines(page) -> str:
                 spans[-1] = (max(top, spans[-1][0]), min(bottom, spans[-1][1]))
             else:
                 spans.append((top, bottom))
-        rows = []
-        for top, bottom in spans:
-            rows.append((top, bottom, tp.get_text_bounded(0, bottom, width, top)))
+        texts = full.replace("\r\n", "\n").split("\n")
+        need = sum(1 + t.count("\ufffe") for t in texts)
+        if not full.strip():
+            rows = []
+        elif need == len(spans):
+            rows, k = [], 0
+            for t in texts:
+                n = 1 + t.count("\ufffe")
+                rows.append((spans[k][0], spans[k + n - 1][1], t))
+                k += n
+        else:
+            rows = [(top, bottom, tp.get_text_bounded(0, bottom, width, top)) for top, bottom in spans]
     finally:
         tp.close()
         page.close()
@@ -77,7 +92,7 @@ def _pdfium_page_lines(page) -> str:
     for i, (_, _, txt) in enumerate(rows):
         if i and usual > 0 and rows[i - 1][1] - rows[i][0] > 1.6 * usual + 1:
             lines.append("")
-        lines.append(txt.replace("\x02", "-").replace("\ufffe", "-"))
+        lines.append(txt.replace("\x02", "-\n").replace("\ufffe", "-\n"))
     return "\n".join(lines)
 
 
@@ -116,7 +131,7 @@ def strip_headers_footers(pages: list[list[str]]) -> list[list[str]]:
     n = len(pages)
     counts: Counter[str] = Counter()
     for lines in pages:
-        edge = {_norm(x) for x in lines[:2] + lines[-2:] if len(x) <= 70 and sum(c.isalpha() for c in x) >= 3}
+        edge = {_norm(x) for x in lines[:2] + lines[-2:] if len(x) <= 70 and any(c.isalpha() for c in x)}
         counts.update(edge)
     repeated = {k for k, c in counts.items() if n >= 3 and c >= max(2, n // 2)}
     out = []
