@@ -1,0 +1,256 @@
+"""Attention benchmarks: CPU time/memory vs cp, TPU AOT per-chip HBM, zig-zag load balance.
+
+Usage:
+  python benchmarks/attention.py cpu     # simulated CPU devices: fwd+bwd time and per-device bytes
+  python benchmarks/attention.py tpu [--budget-s N] [--cases topo:strategy:S,...]
+                                        # AOT compile for TPU topologies with libtpu (no TPU needed)
+  python benchmarks/attention.py balance  # fraction of non-empty kv blocks per device, max/mean
+Each part merges its figures into benchmarks/results/attention.json (with the host it ran on) and
+prints a rich table. The TPU part builds the mesh from libtpu's topology description, uses bf16
+Llama-3.1-8B heads (32 q, 8 kv, head_dim 128) and the splash kernel, and records per chip: argument,
+output, temp and total bytes from compiled.memory_analysis(), compile seconds, and whether the
+compiled HLO contains the splash Mosaic custom call (`tpu_custom_call`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).parent / "results" / "attention.json"
+GiB = 2**30
+
+
+def _save(part: str, payload) -> None:
+    data = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    data[part] = {"host": f"{platform.node()} {platform.machine()} {os.cpu_count()} cpus",
+                  "date": time.strftime("%Y-%m-%d %H:%M"), **payload}
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(data, indent=1))
+
+
+def _table(title, cols, rows):
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=title)
+    for c in cols:
+        t.add_column(c)
+    for r in rows:
+        t.add_row(*[f"{x:.4g}" if isinstance(x, float) else str(x) for x in r])
+    Console().print(t)
+
+
+def _mesh(devices, strategy, cp, uly=1):
+    import numpy as np
+    from jax.sharding import Mesh
+
+    if strategy == "usp":
+        return Mesh(np.array(devices[: cp]).reshape(1, 1, cp // uly, uly),
+                    ("data", "fsdp", "context", "context_ulysses"))
+    return Mesh(np.array(devices[:cp]).reshape(1, 1, cp), ("data", "fsdp", "context"))
+
+
+def _fwd_bwd(attend):
+    import jax
+    import jax.numpy as jnp
+
+    def loss(q, k, v, seg):
+        return jnp.sum(attend(q, k, v, seg, None).astype(jnp.float32))
+
+    return jax.jit(jax.grad(loss, argnums=(0, 1, 2)))
+
+
+def _mem(compiled):
+    m = compiled.memory_analysis()
+    args, outs, temp = m.argument_size_in_bytes, m.output_size_in_bytes, m.temp_size_in_bytes
+    alias = getattr(m, "alias_size_in_bytes", 0)
+    return {"args_bytes": args, "out_bytes": outs, "temp_bytes": temp,
+            "total_bytes": args + outs + temp - alias}
+
+
+def run_cpu(seq=4096, hq=8, hkv=2, d=32):
+    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    import jax
+    import jax.numpy as jnp
+
+    from bookft.attention import make_attention
+
+    rows, out = [], []
+    q = jnp.ones((1, seq, hq, d), jnp.float32)
+    k = jnp.ones((1, seq, hkv, d), jnp.float32)
+    seg = jnp.ones((1, seq), jnp.int32)
+    cases = [("local", 1)] + [(s, cp) for s in ("allgather", "ulysses", "ring") for cp in (2, 4, 8)]
+    cases += [("usp", 4), ("usp", 8)]
+    for strategy, cp in cases:
+        mesh = None if strategy == "local" else _mesh(jax.devices(), strategy, cp, uly=2)
+        attend = make_attention(strategy, "xla", mesh, block_q=256, block_kv=256)
+        t0 = time.time()
+        compiled = _fwd_bwd(attend).lower(q, k, k, seg).compile()
+        compile_s = time.time() - t0
+        jax.block_until_ready(compiled(q, k, k, seg))
+        t0 = time.time()
+        for _ in range(2):
+            jax.block_until_ready(compiled(q, k, k, seg))
+        step = (time.time() - t0) / 2
+        rec = {"strategy": strategy, "cp": cp, "seq": seq, "compile_s": round(compile_s, 2),
+               "fwd_bwd_s": round(step, 4), **_mem(compiled)}
+        out.append(rec)
+        rows.append((strategy, cp, rec["fwd_bwd_s"], rec["temp_bytes"] / 2**20, rec["total_bytes"] / 2**20))
+    _table(f"CPU fwd+bwd, S={seq}, {hq}q/{hkv}kv heads, D={d}, xla kernel (8 simulated devices)",
+           ["strategy", "cp", "seconds", "temp MiB/dev", "total MiB/dev"], rows)
+    _save("cpu", {"config": {"seq": seq, "q_heads": hq, "kv_heads": hkv, "head_dim": d, "kernel": "xla",
+                             "block": 256, "note": "8 simulated CPU devices share the host's cores"},
+                  "results": out})
+
+
+TOPOLOGIES = {"v5p:2x2x1": (2, 2, 1), "v5p:4x4x4": (2, 2, 1)}  # name -> chips_per_host_bounds
+DEFAULT_TPU_CASES = (
+    "v5p:2x2x1:ring:131072,v5p:2x2x1:usp:131072,v5p:2x2x1:allgather:131072,v5p:2x2x1:ulysses:131072,"
+    "v5p:4x4x4:ring:1048576,v5p:4x4x4:usp:1048576,v5p:4x4x4:ring:4194304,v5p:4x4x4:usp:4194304,"
+    "v5p:4x4x4:allgather:1048576,v5p:4x4x4:ulysses:1048576"
+)
+
+
+def run_tpu(cases: str, budget_s: float, uly: int = 8):
+    os.environ.setdefault("TPU_ACCELERATOR_TYPE", "v5p-8")
+    os.environ.setdefault("TPU_WORKER_HOSTNAMES", "localhost")
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import topologies
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from bookft.attention import make_attention
+    from bookft.errors import AttentionError
+
+    hq, hkv, d = 32, 8, 128
+    prev = json.loads(RESULTS.read_text()).get("tpu", {}) if RESULTS.exists() else {}
+    out = list(prev.get("results", []))
+    start = time.time()
+    for case in cases.split(","):
+        gen, shape, strategy, seq = case.split(":")
+        topo_name, seq = f"{gen}:{shape}", int(seq)
+        if time.time() - start > budget_s:
+            out.append({"topology": topo_name, "strategy": strategy, "seq": seq, "status": "not run (budget)"})
+            continue
+        topo = topologies.get_topology_desc(platform="tpu", topology_name=topo_name,
+                                            chip_config_name="megacore",
+                                            chips_per_host_bounds=TOPOLOGIES[topo_name], num_slices=1)
+        devices = list(topo.devices)
+        n = len(devices)
+        u = min(uly, n // 2) if strategy == "usp" else 1
+        mesh = _mesh(devices, strategy, n, uly=u)
+        rec = {"topology": topo_name, "chips": n, "strategy": strategy, "seq": seq,
+               "ulysses": u if strategy == "usp" else None, "kernel": "splash"}
+        try:
+            attend = make_attention(strategy, "splash", mesh)
+            seq_axes = ("context", "context_ulysses") if strategy == "usp" else "context"
+            xs = NamedSharding(mesh, P(None, seq_axes, None, None))
+            ss = NamedSharding(mesh, P(None, seq_axes))
+            q = jax.ShapeDtypeStruct((1, seq, hq, d), jnp.bfloat16, sharding=xs)
+            k = jax.ShapeDtypeStruct((1, seq, hkv, d), jnp.bfloat16, sharding=xs)
+            seg = jax.ShapeDtypeStruct((1, seq), jnp.int32, sharding=ss)
+            t0 = time.time()
+            compiled = _fwd_bwd(attend).lower(q, k, k, seg).compile()
+            rec.update(_mem(compiled), compile_s=round(time.time() - t0, 1),
+                       splash_custom_call="tpu_custom_call" in compiled.as_text(), status="ok")
+            rec["total_gib"] = round(rec["total_bytes"] / GiB, 3)
+        except AttentionError as e:
+            rec.update(status=f"refused: {e}")
+        except Exception as e:  # an out-of-memory compile is a result too
+            rec.update(status=f"failed: {type(e).__name__}: {str(e)[:300]}")
+        out = [r for r in out if (r["topology"], r["strategy"], r["seq"]) != (topo_name, strategy, seq)]
+        out.append(rec)
+        print(json.dumps(rec), flush=True)
+        _save("tpu", {"config": {"q_heads": hq, "kv_heads": hkv, "head_dim": d, "dtype": "bfloat16",
+                                 "batch": 1, "block_q": 512, "block_kv": 512,
+                                 "what": "jit(grad(sum(attend(q,k,v)))) of one attention layer",
+                                 "hbm_per_chip_gib": 95.73}, "results": out})
+    rows = [(r["topology"], r["strategy"], r["seq"], r.get("total_gib", "-"), r.get("compile_s", "-"),
+             r.get("splash_custom_call", "-"), r["status"][:40]) for r in out]
+    _table("TPU AOT: one attention layer fwd+bwd, Llama-3.1-8B heads, bf16, per chip",
+           ["topology", "strategy", "S", "GiB/chip", "compile s", "splash call", "status"], rows)
+
+
+def block_work(seg, cp, balanced, block=512):
+    """Per context rank: number of non-empty (causal, same-segment range) q x kv blocks."""
+    import numpy as np
+
+    from bookft.attention.balance import shard_chunk_ids
+
+    S = seg.shape[0]
+    nb = S // block
+    b = seg.reshape(nb, block)
+    lo, hi = b.min(1), b.max(1)
+    nonempty = (lo[None, :] <= hi[:, None]) & (lo[:, None] <= hi[None, :])  # [q block, kv block]
+    nonempty &= np.tril(np.ones((nb, nb), bool))
+    per_block = nonempty.sum(1)  # kv blocks each q block must visit
+    chunk_blocks = nb // (2 * cp)
+    ids = shard_chunk_ids(cp, balanced)
+    work = [sum(per_block[c * chunk_blocks:(c + 1) * chunk_blocks].sum() for c in ids[r]) for r in range(cp)]
+    total = nb * nb / cp  # blocks a device would visit without any skipping
+    return np.array(work, float), total
+
+
+def packed_books(S, rng, mean_tokens=200_000):
+    import numpy as np
+
+    seg, pos, doc = np.zeros(S, np.int32), 0, 1
+    while pos < S:
+        n = int(min(S - pos, max(1024, rng.lognormal(np.log(mean_tokens), 0.8))))
+        seg[pos:pos + n] = doc
+        pos, doc = pos + n, doc + 1
+    return seg
+
+
+def run_balance(S=1 << 20, block=512):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    corpora = {"causal": np.ones(S, np.int32)}
+    corpora["packed books (lognormal, mean 200K tokens)"] = packed_books(S, rng)
+    corpora["packed books (mean 50K tokens)"] = packed_books(S, rng, 50_000)
+    out, rows = [], []
+    for name, seg in corpora.items():
+        for cp in (4, 8, 16, 64):
+            for balanced in (True, False):
+                work, total = block_work(seg, cp, balanced, block)
+                rec = {"corpus": name, "cp": cp, "zigzag": balanced,
+                       "max_over_mean": round(float(work.max() / work.mean()), 4),
+                       "nonempty_fraction_per_device": [round(float(w / total), 4) for w in work]}
+                out.append(rec)
+                rows.append((name, cp, balanced, rec["max_over_mean"],
+                             f"{min(rec['nonempty_fraction_per_device']):.3f}-"
+                             f"{max(rec['nonempty_fraction_per_device']):.3f}"))
+    _table(f"Load balance: non-empty {block}x{block} kv blocks per device, S={S}",
+           ["corpus", "cp", "zig-zag", "max/mean", "fraction range"], rows)
+    _save("balance", {"config": {"seq": S, "block": block,
+                                 "metric": "non-empty causal & same-segment-range blocks per device"},
+                      "results": out})
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("part", choices=["cpu", "tpu", "balance"])
+    ap.add_argument("--cases", default=DEFAULT_TPU_CASES)
+    ap.add_argument("--budget-s", type=float, default=1800)
+    ap.add_argument("--ulysses", type=int, default=8, help="usp: ulysses degree (inner axis)")
+    a = ap.parse_args(argv)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    if a.part == "cpu":
+        run_cpu()
+    elif a.part == "tpu":
+        run_tpu(a.cases, a.budget_s, a.ulysses)
+    else:
+        run_balance()
+
+
+if __name__ == "__main__":
+    main()

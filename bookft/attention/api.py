@@ -1,0 +1,84 @@
+"""make_attention: choose a context-parallel strategy and a local kernel; return `attend`.
+
+`attend(q [B,S,Hq,D], k [B,S,Hkv,D], v, segment_ids [B,S], positions [B,S]) -> [B,S,Hq,D]` is what
+the model calls (inside jit; the model knows nothing of meshes). Inputs are global arrays sharded
+along S over the context axis (usp: over (context, context_ulysses)) and along B over the batch axes
+present in the mesh, in stored order (zig-zag when load_balanced). attend scales q by 1/sqrt(D)
+(or `scale`). `positions` (RoPE positions, restarting per document) are not needed by the mask:
+causal order is the global token order, recovered from chunk ids; they are accepted for the API.
+
+Registries are dicts; each strategy module has `validate(spec)` (mesh checks, at make time) and
+`apply(spec, q, k, v, segment_ids)` (shape checks at trace time, then the computation).
+"""
+
+from __future__ import annotations
+
+from bookft.attention import allgather, local, ring, ulysses, usp
+from bookft.attention.common import Spec
+from bookft.attention.kernel_reference import ReferenceKernel
+from bookft.attention.kernel_splash import SplashKernel
+from bookft.attention.kernel_xla import XlaKernel
+from bookft.errors import AttentionError
+
+STRATEGIES = {"local": local, "allgather": allgather, "ulysses": ulysses, "ring": ring, "usp": usp}
+KERNELS = {"splash": SplashKernel, "xla": XlaKernel, "reference": ReferenceKernel}
+
+
+def _platform(mesh) -> str:
+    if mesh is not None:
+        return mesh.devices.flat[0].platform
+    import jax
+
+    return jax.default_backend()
+
+
+def make_attention(
+    strategy: str,
+    kernel: str,
+    mesh=None,
+    *,
+    context_axis: str = "context",
+    ulysses_axis: str = "context_ulysses",
+    batch_axes: tuple[str, ...] = ("data", "fsdp"),
+    causal: bool = True,
+    load_balanced: bool = True,
+    block_q: int = 512,
+    block_kv: int = 512,
+    scale: float | None = None,
+):
+    """-> attend(q, k, v, segment_ids, positions). Raises AttentionError for bad names or meshes."""
+    if strategy not in STRATEGIES:
+        raise AttentionError(
+            f"unknown attention strategy {strategy!r}; choose one of {sorted(STRATEGIES)} "
+            "(config key attention.strategy)"
+        )
+    if kernel not in KERNELS:
+        raise AttentionError(
+            f"unknown attention kernel {kernel!r}; choose one of {sorted(KERNELS)} (config key attention.kernel)"
+        )
+    if block_q <= 0 or block_kv <= 0:
+        raise AttentionError(f"attention block sizes must be positive, got {block_q=}, {block_kv=}")
+    if strategy == "local":
+        mesh = None
+    present = tuple(a for a in batch_axes if mesh is not None and a in mesh.axis_names)
+    interpret = kernel == "splash" and _platform(mesh) != "tpu"  # TPU (or TPU AOT): real Mosaic
+    spec = Spec(
+        strategy=strategy,
+        kernel=KERNELS[kernel](block_q=block_q, block_kv=block_kv, interpret=interpret),
+        mesh=mesh,
+        context_axis=context_axis,
+        ulysses_axis=ulysses_axis,
+        batch_axes=present,
+        causal=causal,
+        load_balanced=load_balanced,
+        scale=scale,
+    )
+    module = STRATEGIES[strategy]
+    module.validate(spec)
+
+    def attend(q, k, v, segment_ids=None, positions=None):
+        del positions  # the mask is causal in global order + same segment; see module docstring
+        return module.apply(spec, q, k, v, segment_ids)
+
+    attend.spec = spec
+    return attend

@@ -1,0 +1,95 @@
+"""make_attention's contract: registries, clear AttentionErrors, zig-zag order, meshes people build."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from attention_helpers import FAST, inputs, max_rel_err, mesh, oracle, packed_segments
+
+from bookft.attention import KERNELS, STRATEGIES, load_balance, make_attention, unbalance
+from bookft.attention.balance import shard_chunk_ids
+from bookft.errors import AttentionError, ConfigError
+
+
+def test_registries_are_dicts_with_all_names():
+    assert set(STRATEGIES) == {"local", "allgather", "ulysses", "ring", "usp"}
+    assert set(KERNELS) == {"splash", "xla", "reference"}
+
+
+def test_load_balance_is_zigzag_and_inverts():
+    x = np.arange(2 * 4 * 3).reshape(1, 24)  # cp=4: 8 chunks of 3
+    y = load_balance(x, 4)
+    chunks = y.reshape(8, 3)[:, 0] // 3
+    assert chunks.tolist() == [0, 7, 1, 6, 2, 5, 3, 4]  # rank r holds chunks r and 2cp-1-r
+    np.testing.assert_array_equal(unbalance(y, 4), x)
+    z = jnp.arange(48.0).reshape(2, 24)
+    np.testing.assert_array_equal(unbalance(load_balance(z, 2, axis=1), 2, axis=1), z)
+    assert shard_chunk_ids(4, True).tolist() == [[0, 7], [1, 6], [2, 5], [3, 4]]
+    assert shard_chunk_ids(2, False, sub=2).tolist() == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    with pytest.raises(AttentionError, match="not divisible by 2\\*cp=8"):
+        load_balance(np.zeros((1, 20)), 4)
+
+
+def _abstract_call(attend, B=2, S=64, hq=4, hkv=2, D=8):
+    q = jax.ShapeDtypeStruct((B, S, hq, D), jnp.float32)
+    k = jax.ShapeDtypeStruct((B, S, hkv, D), jnp.float32)
+    seg = jax.ShapeDtypeStruct((B, S), jnp.int32)
+    return jax.eval_shape(attend, q, k, k, seg, seg)
+
+
+def test_errors_are_clear():
+    m = mesh((1, 4), ("data", "context"))
+    with pytest.raises(AttentionError, match="unknown attention strategy 'zigzag'.*allgather"):
+        make_attention("zigzag", "xla", m)
+    with pytest.raises(AttentionError, match="unknown attention kernel 'flash'"):
+        make_attention("ring", "flash", m)
+    with pytest.raises(AttentionError, match="needs a mesh"):
+        make_attention("ring", "xla", None)
+    with pytest.raises(AttentionError, match="lack \\['context_ulysses'\\]"):
+        make_attention("usp", "xla", m)
+    with pytest.raises(AttentionError, match="lack \\['context'\\]"):
+        make_attention("ring", "xla", mesh((4,), ("data",)))
+    with pytest.raises(AttentionError, match="sequence length 60 is not divisible by 2 \\* context"):
+        _abstract_call(make_attention("ring", "xla", m, block_q=2, block_kv=2), S=60)
+    with pytest.raises(AttentionError, match="6 q heads are not divisible by the ulysses degree 4"):
+        _abstract_call(make_attention("ulysses", "xla", m, block_q=8, block_kv=8), hq=6, hkv=2)
+    with pytest.raises(AttentionError, match="multiple of 128"):
+        _abstract_call(make_attention("ring", "splash", m), S=256)  # 32-token chunks
+    with pytest.raises(AttentionError, match="not divisible by block_q"):
+        _abstract_call(make_attention("ring", "xla", m, block_q=3, block_kv=3), S=64)
+    assert issubclass(AttentionError, ConfigError)  # the CLI prints it without a traceback
+
+
+def test_shapes_pass_through_abstract_tracing():
+    m = mesh((2, 2, 2), ("data", "context", "context_ulysses"))
+    for strategy in STRATEGIES:
+        attend = make_attention(strategy, "xla", None if strategy == "local" else m, block_q=8, block_kv=8)
+        assert _abstract_call(attend).shape == (2, 64, 4, 8)
+
+
+def test_explicit_mesh_batch_sharded_matches_dense():
+    """jax.make_mesh (Explicit axes), batch over `data`, ring over `context`, inputs pre-sharded."""
+    from jax.sharding import AxisType, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    m = jax.make_mesh((2, 4), ("data", "context"), axis_types=(AxisType.Explicit,) * 2)
+    B, S = 2, 64
+    q, k, v, do = inputs(3, B, S, 4, 2, 8)
+    seg = packed_segments(B, S, seed=5)
+    attend = make_attention("ring", "xla", m, block_q=8, block_kv=8)
+
+    def fn(q, k, v, seg, do):
+        o, pull = jax.vjp(lambda q, k, v: attend(q, k, v, seg, None), q, k, v)
+        return (o, *pull(do))
+
+    cp = 4
+    x_sh, s_sh = NamedSharding(m, P("data", "context")), NamedSharding(m, P("data", "context"))
+    args = [jax.device_put(load_balance(x, cp), x_sh) for x in (q, k, v)]
+    args += [jax.device_put(load_balance(seg, cp), s_sh), jax.device_put(load_balance(do, cp), x_sh)]
+    exe = jax.jit(fn).lower(*args).compile(compiler_options=FAST)
+    got = [unbalance(np.asarray(x), cp) for x in exe(*args)]
+    want = oracle(q, k, v, seg, do)
+    errs = [max_rel_err(g, w) for g, w in zip(got, want, strict=True)]
+    assert max(errs) < 1e-5, errs
