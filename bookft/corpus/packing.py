@@ -5,8 +5,9 @@ Design choices (levanter-style: the store is tokens + offsets, packing is a sepa
   Tokens are only touched later, by `materialize`, so planning 100M tokens needs no token memory.
 - Documents of one collection (a book, a repository, an archive) stay together and in order:
   a collection that fits in one sequence is one indivisible item; a longer one is laid out
-  contiguously over consecutive sequences and only its last, partial sequence (the tail) joins the
-  pool of items.
+  contiguously over consecutive sequences of one running stream that all long collections share
+  (each starts where the previous one ended, as its own segment), so they waste nothing between
+  them; the stream's last, partial sequence joins the pool of items.
 - A document is split only where it must be (it does not fit the room left), never truncated: at the
   last paragraph/file boundary that fits, if that wastes at most `slack` tokens; otherwise at the
   last word start (`word_cut` callback); otherwise a hard cut exactly at the room left.
@@ -96,6 +97,8 @@ def pack(lengths: Sequence[int], collections: Sequence[int], seq_len: int, *,
     items: list[tuple[int, int, list[Piece]]] = []  # (size, order, pieces)
     split_docs: set[int] = set()
 
+    cur: list[Piece] = []  # the open sequence of the stream of long collections
+    used = 0
     d = 0
     while d < n:
         e = d
@@ -104,9 +107,7 @@ def pack(lengths: Sequence[int], collections: Sequence[int], seq_len: int, *,
         total = int(sum(lengths[d:e]))
         if total <= seq_len:
             items.append((total, len(items), [Piece(k, 0, int(lengths[k])) for k in range(d, e) if lengths[k]]))
-        else:  # lay the collection out contiguously; its tail becomes an item
-            cur: list[Piece] = []
-            used = 0
+        else:  # lay the collection out contiguously in the running stream of long collections
             for k in range(d, e):
                 length = int(lengths[k])
                 start = 0
@@ -120,6 +121,10 @@ def pack(lengths: Sequence[int], collections: Sequence[int], seq_len: int, *,
                         cur.append(Piece(k, start, length))
                         used += length - start
                         break
+                    if used and room <= slack:  # a sliver: close the sequence, waste at most `slack`
+                        plan.sequences.append(cur)
+                        cur, used = [], 0
+                        continue
                     if bk is None:
                         bk = bounds_of(k)
                     c = _cut(k, start, room, length, bk, slack, word_cut)
@@ -128,11 +133,11 @@ def pack(lengths: Sequence[int], collections: Sequence[int], seq_len: int, *,
                     start = c
                     plan.sequences.append(cur)
                     cur, used = [], 0
-            if used == seq_len:
-                plan.sequences.append(cur)
-            elif cur:
-                items.append((used, len(items), cur))
         d = e
+    if used == seq_len:
+        plan.sequences.append(cur)
+    elif cur:  # the stream's last, partial sequence joins the items
+        items.append((used, len(items), cur))
 
     # best-fit decreasing over the items; `opened` is sorted by (room, bin index)
     items.sort(key=lambda it: (-it[0], it[1]))

@@ -83,6 +83,7 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
     progress = progress or NullProgress()
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
+    cpu: dict[str, float] = {}  # CPU seconds of this process per phase (extraction workers not included)
     root = Path(cfg.out)
     check_corpus_dir(root)
     root.mkdir(parents=True, exist_ok=True)
@@ -100,7 +101,7 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
     jobs, bad = resolve_sources(specs, cfg.extract, cfg.limits)
 
     # --- extract -----------------------------------------------------------------------------------------
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     keys = []
     hashes = []
     for job in jobs:
@@ -125,6 +126,7 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
         progress.advance(1, pages=res.stats.get("pages", 0), chars=sum(len(d.text) for d in res.documents))
     progress.end()
     timings["extract"] = time.perf_counter() - t
+    cpu["extract"] = time.process_time() - c
 
     entries: list[dict] = [asdict(e) for e in bad]
     stats_total: dict[str, int] = defaultdict(int)
@@ -139,7 +141,7 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
             stats_total[k] += v
 
     # --- dedup -------------------------------------------------------------------------------------------
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     seen: dict[str, str] = {}
     keep: dict[int, list[int]] = {}
     duplicates: list[dict] = []
@@ -157,6 +159,7 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
             keep[i].append(k)
     n_docs = sum(len(v) for v in keep.values())
     timings["dedup"] = time.perf_counter() - t
+    cpu["dedup"] = time.process_time() - c
     if n_docs == 0:
         reasons = "; ".join(f"{e['source']}: {e['reason']}" for e in entries if e["status"] != "ingested")[:2000]
         raise IngestError(f"nothing could be ingested from {len(specs)} source(s): {reasons or 'no documents'}")
@@ -168,7 +171,7 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
                 yield i, res.documents[k]
 
     # --- tokenizer ---------------------------------------------------------------------------------------
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     tc = cfg.tokenizer
     origin = "trained"
     tok = None
@@ -193,9 +196,10 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
     fp = fingerprint(tok)
     eos_id, pad_id = special_ids(tok, tc.path)
     timings["tokenizer"] = time.perf_counter() - t
+    cpu["tokenizer"] = time.process_time() - c
 
     # --- tokenize ----------------------------------------------------------------------------------------
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     staged = staging_dir(root)
     tok_file = staged / ".tokens.bin"
     w_file = staged / ".weights.bin"
@@ -255,9 +259,10 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
     if w_out is not None:
         w_out.close()
     timings["tokenize"] = time.perf_counter() - t
+    cpu["tokenize"] = time.process_time() - c
 
     # --- pack --------------------------------------------------------------------------------------------
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     tokens = np.memmap(tok_file, dtype=np.int32, mode="r") if n_tok_total else np.zeros(0, np.int32)
     doc_off_a = np.array(doc_off, dtype=np.int64)
     bounds_flat = np.concatenate(bounds_parts) if bounds_parts else np.zeros(0, np.int64)
@@ -276,9 +281,10 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
                 boundaries=lambda d: bounds_flat[bound_off_a[d]:bound_off_a[d + 1]],
                 slack=int(cfg.packing.split_slack * seq_len), word_cut=word_cut)
     timings["pack"] = time.perf_counter() - t
+    cpu["pack"] = time.process_time() - c
 
     # --- write + publish ---------------------------------------------------------------------------------
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     progress.start("write", len(plan.sequences), "sequences")
     weights = None
     if loss_weights is not None:
@@ -297,6 +303,7 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
             if (Path(tc.path) / extra).is_file():
                 (staged / "tokenizer" / extra).write_bytes((Path(tc.path) / extra).read_bytes())
     timings["write"] = time.perf_counter() - t
+    cpu["write"] = time.process_time() - c
 
     status = defaultdict(int)
     for e in entries:
@@ -325,6 +332,7 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
         "loss_weights": loss_weights is not None,
         "work": cache.counters(),
         "timings": {k: round(v, 3) for k, v in timings.items()},
+        "cpu_seconds": {k: round(v, 3) for k, v in cpu.items()},
         "config": json.loads(json.dumps(asdict(cfg), default=str)),
         "sources": entries,
         "duplicates": duplicates,
