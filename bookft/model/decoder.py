@@ -168,8 +168,30 @@ class Decoder(nnx.Module):
 
 
 def init_model(config: ModelConfig, seed: int = 0) -> Decoder:
-    """A randomly initialised Decoder (normal(init_std) weights, unit norms, zero biases/LoRA B)."""
-    return Decoder(config, rngs=nnx.Rngs(params=seed))
+    """A randomly initialised Decoder (normal(init_std) weights, unit norms, zero biases/LoRA B).
+
+    Values are drawn on the host with numpy (PCG64 from `seed`): jax's random init compiles for
+    10-20 s on a busy CPU. `Decoder(config, rngs=nnx.Rngs(seed))` draws with jax instead (use it
+    under jit with out_shardings for sharded init); the two give different values.
+    """
+    graphdef, state = nnx.split(abstract_model(config))
+    kinds = {name: spec[3] for name, spec in param_specs(config).items()}
+    kinds.update(embed="normal", lm_head="normal", final_norm="ones")
+    rng = np.random.default_rng(seed)
+    for path, var in state.flat_state():
+        sds = var.get_value()
+        shape, kind = tuple(sds.shape), kinds[path[-1]]
+        if kind == "ones":
+            value = np.ones(shape, np.float32)
+        elif kind == "zeros":
+            value = np.zeros(shape, np.float32)
+        elif kind == "lora_a":
+            bound = 1.0 / np.sqrt(np.prod(shape[2:]))
+            value = rng.uniform(-bound, bound, shape).astype(np.float32)
+        else:
+            value = config.init_std * rng.standard_normal(shape, dtype=np.float32)
+        var.set_value(jnp.asarray(value, dtype=sds.dtype))
+    return nnx.merge(graphdef, state)
 
 
 def abstract_model(config: ModelConfig) -> Decoder:

@@ -43,7 +43,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
                    "chat_template.json", "generation_config.json")
 CHUNK_BYTES = 64 << 20
 SHARD_BYTES = 5 * 10**9
-Shardings = Callable[[tuple], Any] | Mapping[str, Any] | None
+Shardings = Callable[[tuple, tuple], Any] | Mapping[str, Any] | None
 
 
 def read_hf_config(path: str | Path) -> dict[str, Any]:
@@ -101,13 +101,13 @@ def _hf_shape(name: str, shape: tuple[int, ...]) -> tuple[int, ...]:
     return shape
 
 
-def _sharding_for(axes: tuple, mesh, shardings: Shardings):
+def _sharding_for(axes: tuple, shape: tuple, mesh, shardings: Shardings):
     if mesh is None:
         return None
     if shardings is None:
         return NamedSharding(mesh, PartitionSpec())
     if callable(shardings):
-        s = shardings(axes)
+        s = shardings(axes, shape)
         return NamedSharding(mesh, s) if isinstance(s, PartitionSpec) else s
     return NamedSharding(mesh, logical_to_spec(axes, shardings))
 
@@ -136,7 +136,7 @@ def _load_param(var, entries, files, weight_map, mesh, shardings):
     """
     sds = var.get_value()
     shape, dtype = tuple(sds.shape), np.dtype(sds.dtype)
-    sharding = _sharding_for(_axes(var), mesh, shardings)
+    sharding = _sharding_for(_axes(var), tuple(var.get_value().shape), mesh, shardings)
     if int(np.prod(shape)) * dtype.itemsize <= CHUNK_BYTES:
         host = np.empty(shape, dtype)
         for hf_name, layer in entries:
@@ -168,7 +168,7 @@ def load_hf(path: str | Path, dtype: str | None = None, mesh: jax.sharding.Mesh 
 
     dtype: parameter dtype ("float32"/"bfloat16"; default like.param_dtype or float32).
     mesh + shardings: place each parameter with its target sharding; `shardings` is a rules
-    mapping {logical axis: mesh axis}, or a callable(logical axes tuple) -> PartitionSpec|Sharding;
+    mapping {logical axis: mesh axis}, or a callable(logical axes, shape) -> PartitionSpec|Sharding;
     None = replicated. like: a ModelConfig whose knobs (dtypes, remat, scan, LoRA, theta override)
     are kept; the shape comes from config.json. LoRA A matrices are drawn from `lora_seed`.
     """
@@ -212,38 +212,51 @@ def load_hf(path: str | Path, dtype: str | None = None, mesh: jax.sharding.Mesh 
         buffers = {key: _load_param(flat[key], entries, files, weight_map, mesh, shardings)
                    for key, entries in sources.items()}
     # LoRA adapters are not in HF checkpoints: A random, B zero (the delta starts at 0)
-    keys = jax.random.split(jax.random.key(lora_seed), len(flat))
-    for (key, var), rng in zip(flat.items(), keys, strict=True):
-        if isinstance(var, LoraParam):
-            sds, sharding = var.get_value(), _sharding_for(_axes(var), mesh, shardings)
-            kind = "lora_a" if key[-1].endswith("_a") else "zeros"
-            value = _init(kind, rng, tuple(sds.shape), config, sds.dtype)
-            buffers[key] = (jax.device_put(value, sharding), sharding)
+    lora = {key: var for key, var in flat.items() if isinstance(var, LoraParam)}
+    if lora:
+        specs = {k: (tuple(v.get_value().shape), v.get_value().dtype) for k, v in lora.items()}
+        out_sh = {k: _sharding_for(_axes(v), specs[k][0], mesh, shardings) for k, v in lora.items()}
+
+        def make_lora():
+            rngs = jax.random.split(jax.random.key(lora_seed), len(specs))
+            return {k: _init("lora_a" if k[-1].endswith("_a") else "zeros", r, shape, config, dt)
+                    for (k, (shape, dt)), r in zip(specs.items(), rngs, strict=True)}
+
+        values = jax.jit(make_lora, out_shardings=out_sh if mesh is not None else None)()
+        buffers.update({k: (values[k], out_sh[k]) for k in lora})
     for key, var in flat.items():
         var.set_value(buffers[key][0])
     return nnx.merge(graphdef, state), config
 
 
-def _merged_layer(model: Decoder, name: str, i: int) -> jax.Array:
+def _host(arr: jax.Array, i: int | None = None) -> np.ndarray:
+    """arr (or its layer i) as numpy; a single-CPU-device array is viewed without a copy or compile."""
+    if len(arr.devices()) == 1 and next(iter(arr.devices())).platform == "cpu":
+        host = np.asarray(arr)
+        return host if i is None else host[i]
+    return np.asarray(arr if i is None else arr[i])
+
+
+def _merged_layer(model: Decoder, name: str, i: int) -> np.ndarray:
     """Layer i of stacked parameter `name`, with its LoRA delta (scale * B . A) merged in."""
     config = model.config
-    w = getattr(model.layers, name)[i]
+    w = _host(getattr(model.layers, name)[...], i)
     for target, (base, _) in LORA_BASE.items():
         if base == name and config.lora.rank and target in config.lora.targets:
-            a = getattr(model.layers, f"lora_{target}_a")[i].astype(jnp.float32)
-            b = getattr(model.layers, f"lora_{target}_b")[i].astype(jnp.float32)
-            w = (w.astype(jnp.float32) + config.lora.scale * jnp.tensordot(b, a, axes=([-1], [0]))).astype(w.dtype)
+            a = _host(getattr(model.layers, f"lora_{target}_a")[...], i).astype(np.float32)
+            b = _host(getattr(model.layers, f"lora_{target}_b")[...], i).astype(np.float32)
+            w = (w.astype(np.float32) + config.lora.scale * np.tensordot(b, a, axes=([-1], [0]))).astype(w.dtype)
     return w
 
 
-def _tensor_plan(model: Decoder) -> list[tuple[str, tuple[int, ...], Callable[[], jax.Array]]]:
+def _tensor_plan(model: Decoder) -> list[tuple[str, tuple[int, ...], Callable[[], np.ndarray]]]:
     config = model.config
     plan = []
     for hf_name, (ours, layer) in hf_tensor_names(config, model.layers.names).items():
         key = ours.split(".")
         if layer is None:
             var = getattr(model, key[0])
-            plan.append((hf_name, tuple(var.shape), lambda v=var: v[...]))
+            plan.append((hf_name, tuple(var.shape), lambda v=var: _host(v[...])))
         else:
             shape = _hf_shape(key[1], tuple(getattr(model.layers, key[1]).shape[1:]))
             plan.append((hf_name, shape, functools.partial(_merged_layer, model, key[1], layer)))
@@ -281,7 +294,7 @@ def save_hf(model: Decoder, config: ModelConfig | None, path: str | Path, tokeni
         fname = "model.safetensors" if len(shards) == 1 else f"model-{n:05d}-of-{len(shards):05d}.safetensors"
         tensors = {}
         for hf_name, shape, get in shard:
-            tensors[hf_name] = np.asarray(jax.device_get(get().astype(np_dtype))).reshape(shape)
+            tensors[hf_name] = np.ascontiguousarray(get().astype(np_dtype).reshape(shape))
             weight_map[hf_name] = fname
             total += tensors[hf_name].nbytes
         tmp = path / f".{fname}.tmp"

@@ -14,6 +14,7 @@ Design choices:
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -52,15 +53,21 @@ def merge_lora(model: Decoder) -> Decoder:
         return model
     merged_cfg = dataclasses.replace(config, lora=LoraConfig())
     graphdef, state = nnx.split(abstract_model(merged_cfg))
-    old = dict(nnx.state(model, nnx.Param).flat_state())
+    old = {path: var[...] for path, var in nnx.state(model, nnx.Param).flat_state()}
+    merged = _merge(old, config.lora.targets, config.lora.scale)
     for path, var in state.flat_state():
-        value = old[path][...]
-        name = path[-1]
-        for target, (base, _) in LORA_BASE.items():
-            if path[0] == "layers" and base == name and target in config.lora.targets:
-                a = old[("layers", f"lora_{target}_a")][...].astype(jnp.float32)
-                b = old[("layers", f"lora_{target}_b")][...].astype(jnp.float32)
-                delta = jax.vmap(lambda b_, a_: jnp.tensordot(b_, a_, axes=([-1], [0])))(b, a)
-                value = (value.astype(jnp.float32) + config.lora.scale * delta).astype(value.dtype)
-        var.set_value(value)
+        var.set_value(merged[path])
     return nnx.merge(graphdef, state)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _merge(params: dict, targets: tuple[str, ...], scale: float) -> dict:
+    out = {path: value for path, value in params.items() if not isinstance(path[-1], str)
+           or not path[-1].startswith("lora_")}
+    for target in targets:
+        base = ("layers", LORA_BASE[target][0])
+        a = params[("layers", f"lora_{target}_a")].astype(jnp.float32)
+        b = params[("layers", f"lora_{target}_b")].astype(jnp.float32)
+        delta = jax.vmap(lambda b_, a_: jnp.tensordot(b_, a_, axes=([-1], [0])))(b, a)
+        out[base] = (out[base].astype(jnp.float32) + scale * delta).astype(out[base].dtype)
+    return out
