@@ -65,6 +65,14 @@ def check_cell(strategy, kernel, cp, balanced, head_kind, S, block, B=2, D=8):
         assert max(errs) < TOL, (strategy, kernel, cp, balanced, head_kind, "o,dq,dk,dv", errs)
 
 
+def _id(x):
+    if isinstance(x, tuple):
+        return "x".join(map(str, x))
+    if isinstance(x, bool):
+        return "zigzag" if x else "plain"
+    return str(x)
+
+
 XLA_CELLS = [  # (strategy, cp, balanced, heads)
     ("local", 1, False, GQA),
     ("allgather", 2, True, MHA),
@@ -83,7 +91,7 @@ XLA_CELLS = [  # (strategy, cp, balanced, heads)
 ]
 
 
-@pytest.mark.parametrize("strategy,cp,balanced,head_kind", XLA_CELLS)
+@pytest.mark.parametrize("strategy,cp,balanced,head_kind", XLA_CELLS, ids=lambda x: _id(x))
 def test_xla_kernel_matches_dense(strategy, cp, balanced, head_kind):
     # S=128 with 8-token blocks: several blocks per chunk pair at cp=2, one at cp=8
     check_cell(strategy, "xla", cp, balanced, head_kind, S=128, block=8)
@@ -98,6 +106,6 @@ SPLASH_CELLS = [  # (strategy, cp, balanced, heads, S): each zig-zag chunk >= 12
 ]
 
 
-@pytest.mark.parametrize("strategy,cp,balanced,head_kind,S", SPLASH_CELLS)
+@pytest.mark.parametrize("strategy,cp,balanced,head_kind,S", SPLASH_CELLS, ids=lambda x: _id(x))
 def test_splash_kernel_matches_dense(strategy, cp, balanced, head_kind, S):
     check_cell(strategy, "splash", cp, balanced, head_kind, S=S, block=128, D=8)
