@@ -44,6 +44,39 @@ def make_attend(attention_cfg: Any | None, mesh=None):
                           block_q=attention_cfg.block_q, block_kv=attention_cfg.block_kv)
 
 
+def attention_multiple(attention_cfg: Any | None, mesh=None) -> int:
+    """Sequence lengths must be a multiple of this for the configured kernel/strategy (blocks x chunks)."""
+    if attention_cfg is None:
+        return 1
+    cp = context_degree(mesh)
+    chunks = 2 * cp  # strategies cut S into 2*cp chunks (zig-zag order); local is cp=1
+    block = 1 if attention_cfg.kernel == "reference" else max(attention_cfg.block_q, attention_cfg.block_kv)
+    return chunks * block
+
+
+def pad_attend(attend, multiple: int):
+    """Wrap a local attend so any length works: pad S up to `multiple` with segment id 0, cut back.
+
+    Used for generation prefill, whose prompt length is whatever the tokenizer made it. Padding
+    rows come last and sit in their own segment, so no real query attends to them.
+    """
+    if attend is None or multiple <= 1:
+        return attend
+    import jax.numpy as jnp
+
+    def padded(q, k, v, segment_ids, positions):
+        s = q.shape[1]
+        pad = (-s) % multiple
+        if s <= multiple or pad == 0:  # kernels use one block of min(block, S) for short inputs
+            return attend(q, k, v, segment_ids, positions)
+        p4, p2 = ((0, 0), (0, pad), (0, 0), (0, 0)), ((0, 0), (0, pad))
+        out = attend(jnp.pad(q, p4), jnp.pad(k, p4), jnp.pad(v, p4), jnp.pad(segment_ids, p2),
+                     jnp.pad(positions, p2))
+        return out[:, :s]
+
+    return padded
+
+
 def model_logits_fn(model, *, attend=None, tail: int = 512, mesh=None, load_balanced: bool = False):
     """logits_fn(input_ids, positions, segment_ids) -> logits [B, min(tail,S), V] float32."""
     import jax

@@ -21,9 +21,15 @@ from typing import Any
 from rich.console import Console
 
 from bookft.config import apply_overrides, deep_merge, from_dict, parse_override, read_yaml
-from bookft.errors import BookftError, EvalError
+from bookft.errors import EvalError
 from bookft.eval.config import EvalConfig
-from bookft.eval.drivers import context_degree, make_attend
+from bookft.eval.drivers import (
+    attention_multiple,
+    context_degree,
+    make_attend,
+    model_generate_fn,
+    pad_attend,
+)
 from bookft.eval.report import print_summary, write_report
 from bookft.eval.runner import run_niah
 from bookft.eval.tokenizer import EvalTokenizer
@@ -124,33 +130,48 @@ def evaluate(*, checkpoint: str | None, model_dir: str | None, tokenizer: str | 
              console: Console | None = None, progress: bool = True) -> dict:
     """Load the subject and settings, run the grid, write the report, print the summary."""
     console = console or Console()
-    model, tok, model_config, run_config, info = load_subject(checkpoint, model_dir, tokenizer)
     file_run_config = _run_config(config, overrides)
+    if file_run_config is not None and file_run_config.parallel.cpu_devices:
+        from bookft.parallel.mesh import ensure_cpu_devices
+
+        ensure_cpu_devices(file_run_config.parallel.cpu_devices)  # before jax starts its backend
+    model, tok, model_config, run_config, info = load_subject(checkpoint, model_dir, tokenizer)
     run_config = file_run_config or run_config
     base_eval = dict(getattr(run_config, "eval", None) or {})
     settings = load_settings(config, overrides, flags, base=base_eval)
-    mesh = attend = None
-    if run_config is not None:
-        if context_degree_of(run_config) > 1:
-            try:
-                from bookft.parallel.mesh import make_mesh
-            except ImportError:
-                raise EvalError("a context mesh is configured but bookft.parallel.make_mesh is missing") from None
-            mesh = make_mesh(run_config.parallel)
-        attend = make_attend(run_config.attention, mesh)
-        info["attention"] = {"strategy": run_config.attention.strategy if mesh is not None else "local",
-                             "kernel": run_config.attention.kernel, "context_degree": context_degree(mesh)}
-    else:
-        try:
-            from bookft.attention.config import AttentionConfig
+    from bookft.attention.config import AttentionConfig
 
-            attend = make_attend(AttentionConfig(strategy="local"))
-            info["attention"] = {"strategy": "local", "kernel": AttentionConfig().kernel}
-        except BookftError:
-            attend = None  # the model's dense reference attention
-            info["attention"] = {"strategy": "reference"}
+    mesh = None
+    if run_config is not None and context_degree_of(run_config) > 1:
+        try:
+            from bookft.parallel.mesh import make_mesh
+        except ImportError:
+            raise EvalError("a context mesh is configured but bookft.parallel.make_mesh is missing") from None
+        import jax
+
+        n = len(jax.devices())
+        if jax.default_backend() == "cpu" and 0 < run_config.parallel.cpu_devices <= n:
+            n = run_config.parallel.cpu_devices
+        mesh = make_mesh(run_config.parallel, jax.devices()[:n])
+    att = run_config.attention if run_config is not None else AttentionConfig(strategy="local")
+    try:
+        attend = make_attend(att, mesh)
+        # generation prefill: the same kernel on one device, padded to its block (any prompt length)
+        local = AttentionConfig(strategy="local", kernel=att.kernel, block_q=att.block_q, block_kv=att.block_kv)
+        gen_attend = pad_attend(make_attend(local), attention_multiple(local))
+        multiple = attention_multiple(att, mesh)
+        info["attention"] = {"strategy": att.strategy if mesh is not None else "local", "kernel": att.kernel,
+                             "context_degree": context_degree(mesh), "seq_multiple": multiple}
+    except EvalError:  # attention package missing
+        attend = gen_attend = None  # the model's dense reference attention
+        multiple = 1
+        info["attention"] = {"strategy": "reference"}
+    generate_fn = None
+    if "generate" in settings.scoring:
+        generate_fn = model_generate_fn(model, attend=gen_attend, eos_id=tok.eos_id)
     results = run_niah(model, tok, settings, attend=attend, mesh=mesh, model_config=model_config,
-                       model_info=info, console=console, progress=progress)
+                       generate_fn=generate_fn, model_info=info, console=console, progress=progress,
+                       seq_multiple=multiple)
     paths = write_report(results, out)
     print_summary(results, console)
     console.print(f"wrote {paths['report']} and {paths['results']}")

@@ -8,8 +8,9 @@ Design choices:
   prefix (BOS) is prepended explicitly, and a check makes sure no special token sits inside the
   context. Token spans come from the encoding's character offsets.
 - Length fitting: whole sentences up to the budget, re-encode, shrink while too long, then top up
-  with the words of the next sentence (binary search, at the end of the haystack before any
-  needle placed at 100 %). Any gap left (usually 0) is padding with segment id 0 after the answer.
+  with the words of the next sentence (counted alone first, so usually one more full encode), at
+  the end of the haystack before any needle placed at 100 %. Any gap left (usually 0) is padding
+  with segment id 0 after the answer.
 - The recorded actual depth is the share of haystack tokens (needles excluded) before the target
   needle, so a needle at nominal 100 % reads 100 %.
 """
@@ -58,11 +59,12 @@ def skeleton(task: TaskInstance, tokenizer: EvalTokenizer, chat: bool) -> tuple[
     return task.instruction, f"\n\n{task.question}\n{task.answer_prefix}"
 
 
-def _token_span(offsets: list[tuple[int, int]], c0: int, c1: int, shift: int) -> tuple[int, int]:
-    idx = [i for i, (s, e) in enumerate(offsets) if s < c1 and e > c0]
-    if not idx:
+def _token_span(offsets: np.ndarray, c0: int, c1: int, shift: int) -> tuple[int, int]:
+    """Tokens whose character offsets ([n, 2] start/end) overlap [c0, c1), shifted by the prefix."""
+    idx = np.flatnonzero((offsets[:, 0] < c1) & (offsets[:, 1] > c0))
+    if idx.size == 0:
         raise EvalError(f"no tokens cover characters {c0}..{c1}; the tokenizer dropped the text")
-    return idx[0] + shift, idx[-1] + 1 + shift
+    return int(idx[0]) + shift, int(idx[-1]) + 1 + shift
 
 
 class _Builder:
@@ -139,21 +141,20 @@ def build_sample(task: TaskInstance, hay: Haystack, tokenizer: EvalTokenizer, le
         raise EvalError(f"cannot fit task {task.task} into {length} tokens (got {total})")
     if total < length and n < len(hay.chunks):  # top up with words of the next sentence
         words = hay.chunks[n].split(" ")
-        lo, hi = 0, len(words)
-        best = (total, built)
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            t, bt = b.encode(n, " ".join(words[:mid]).rstrip() + " ")
+        partials = [" ".join(words[:w]).rstrip() + " " for w in range(1, len(words) + 1)]
+        estimate = tokenizer.count(partials)  # each alone: cheap, and nearly what it adds in context
+        w = max((i + 1 for i, c in enumerate(estimate) if c <= length - total), default=0)
+        while w > 0:  # usually one full encode; step back a word when the joined text counts more
+            t, bt = b.encode(n, partials[w - 1])
             if t <= length:
-                lo, best = mid, (t, bt)
-            else:
-                hi = mid - 1
-        total, built = best
+                total, built = t, bt
+                break
+            w -= 1
     prompt, full, spans, ctx, enc = built
     shift = len(prefix)
-    offsets = enc.offsets
+    offsets = np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2)  # [n, 2] char start/end
     ids = np.asarray(prefix + list(enc.ids), dtype=np.int32)
-    a0 = next(i for i, (_, e) in enumerate(offsets) if e > len(prompt)) + shift
+    a0 = int(np.flatnonzero(offsets[:, 1] > len(prompt))[0]) + shift
     needle_spans = [_token_span(offsets, c0, c1, shift) for c0, c1 in spans]
     context_span = _token_span(offsets, *ctx, shift)
     leaked = sorted(set(ids[context_span[0]:context_span[1]].tolist()) & tokenizer.special_ids)

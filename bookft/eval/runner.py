@@ -70,8 +70,12 @@ def _progress(console: Console | None, enabled: bool) -> Progress:
 def run_niah(model: Any, tokenizer: Any, settings: EvalConfig, *, logits_fn: LogitsFn | None = None,
              generate_fn: GenerateFn | None = None, attend=None, mesh=None, model_config: Any = None,
              model_info: dict | None = None, console: Console | None = None,
-             progress: bool = True) -> dict:
-    """Score the grid of `settings` for `model` (a bookft Decoder) or the given functions."""
+             progress: bool = True, seq_multiple: int = 1) -> dict:
+    """Score the grid of `settings` for `model` (a bookft Decoder) or the given functions.
+
+    seq_multiple: batches are padded to a multiple of this (the attention kernel's block x chunks,
+    see drivers.attention_multiple), on top of settings.length_multiple.
+    """
     cfg = settings
     tok = EvalTokenizer.load(tokenizer)
     lengths, depths = grid_lengths(cfg), grid_depths(cfg)
@@ -91,7 +95,7 @@ def run_niah(model: Any, tokenizer: Any, settings: EvalConfig, *, logits_fn: Log
     haystacks = {s: build_haystack(cfg.haystack, tok, s, max(lengths), cfg.corpus) for s in cfg.seeds}
     start, tokens = time.perf_counter(), 0
     cells: list[dict] = []
-    m = cfg.length_multiple
+    m = math.lcm(cfg.length_multiple, max(1, seq_multiple))
     with _progress(console, progress) as bar:
         job = bar.add_task("", total=len(lengths) * len(depths), rate="-")
         for length in lengths:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 import string
@@ -23,6 +24,7 @@ def training_text() -> list[str]:
     return text
 
 
+@functools.cache
 def byte_bpe(vocab_size: int = 400) -> Tokenizer:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -35,6 +37,7 @@ def byte_bpe(vocab_size: int = 400) -> Tokenizer:
     return tok
 
 
+@functools.cache
 def wordpiece(vocab_size: int = 400) -> Tokenizer:
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tok.normalizer = normalizers.BertNormalizer(lowercase=False)

@@ -28,10 +28,10 @@ def _squash(s: str) -> str:
 @pytest.mark.parametrize("task", ["niah", "multikey", "multivalue", "passkey", "vartrack"])
 @pytest.mark.parametrize("kind", ["essay", "noise"])
 def test_needles_decode_exactly_near_nominal_depth(tok, task, kind):
-    hay = build_haystack(kind, tok, seed=3, min_tokens=2500)
+    hay = build_haystack(kind, tok, seed=3, min_tokens=1800)
     byte_level = tok.tok.decoder is not None and "ByteLevel" in str(tok.tok.decoder)
-    for length in (600, 2000):
-        for depth in (0.0, 10.0, 33.0, 50.0, 90.0, 100.0):
+    for length in (600, 1500):
+        for depth in (0.0, 10.0, 50.0, 90.0, 100.0):
             inst = make_task(EvalConfig(task=task), 3, depth)
             s = build_sample(inst, hay, tok, length, depth)
             text = "".join(hay.chunks)

@@ -1,0 +1,122 @@
+"""Eval benchmark: teacher-forced scoring throughput of the tiny preset on CPU, the wall time of a
+full default grid, and the cost of building one long sample (haystack + placement + encode).
+
+The model is configs/models/tiny.yaml (random weights: throughput does not depend on them); the
+tokenizer is a byte-level BPE with 1,024 entries trained on the essay filler on the fly. Prints a
+rich table and writes benchmarks/results/eval.json.
+
+    python benchmarks/eval.py [--lengths 1024,2048,4096] [--batch 4] [--reps 3] [--long 131072]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from itertools import islice
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from bookft.config import from_dict, read_yaml
+from bookft.eval import EvalConfig, run_niah
+from bookft.eval.drivers import model_logits_fn
+from bookft.eval.haystack import build_haystack, essay_sentences
+from bookft.eval.placement import build_sample
+from bookft.eval.tasks import make_task
+from bookft.eval.tokenizer import EvalTokenizer
+from bookft.model import ModelConfig, init_model
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def essay_tokenizer(vocab_size: int) -> Tokenizer:
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<s>", "</s>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(list(islice(essay_sentences(7), 3000)), trainer)
+    return tok
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lengths", default="1024,2048,4096")
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--long", type=int, default=131072, help="length of the single long sample timed")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "eval.json"))
+    args = ap.parse_args()
+    console = Console()
+
+    mcfg = from_dict(ModelConfig, read_yaml(ROOT / "configs" / "models" / "tiny.yaml")["model"], "model")
+    model = init_model(mcfg, seed=0)
+    tok = EvalTokenizer.load(essay_tokenizer(min(1024, mcfg.vocab_size)))
+    rows: list[dict] = []
+
+    # 1) teacher-forced throughput: one forward pass + tail logits, batch x length tokens
+    fn = model_logits_fn(model, tail=512)
+    for n in [int(x) for x in args.lengths.split(",")]:
+        ids = np.random.default_rng(0).integers(0, tok.vocab_size, (args.batch, n)).astype(np.int32)
+        pos = np.broadcast_to(np.arange(n, dtype=np.int32), ids.shape)
+        seg = np.ones_like(ids)
+        t0 = time.perf_counter()
+        fn(ids, pos, seg)  # compile
+        compile_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for _ in range(args.reps):
+            fn(ids, pos, seg)
+        dt = (time.perf_counter() - t0) / args.reps
+        rows.append({"what": "teacher_forced", "length": n, "batch": args.batch, "seconds": round(dt, 4),
+                     "compile_s": round(compile_s, 2), "tokens_per_s": round(args.batch * n / dt, 1)})
+
+    # 2) the full default grid (EvalConfig()): haystacks, placement, compile and scoring, end to end
+    cfg = EvalConfig()
+    t0 = time.perf_counter()
+    res = run_niah(model, tok, cfg, console=console, progress=False)
+    grid_s = time.perf_counter() - t0
+    rows.append({"what": "default_grid", "lengths": res["lengths"], "depths": res["depths"],
+                 "seeds": list(cfg.seeds), "cells": len(res["cells"]), "seconds": round(grid_s, 2),
+                 "tokens": res["timing"]["tokens"], "tokens_per_s": round(res["timing"]["tokens"] / grid_s, 1)})
+
+    # 3) one long sample: haystack (count per sentence), placement, whole-text encode
+    t0 = time.perf_counter()
+    hay = build_haystack("essay", tok, 0, args.long)
+    hay_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    s = build_sample(make_task(cfg, 0, 50.0), hay, tok, args.long, 50.0)
+    place_s = time.perf_counter() - t0
+    rows.append({"what": "long_sample", "length": args.long, "actual_length": s.actual_length,
+                 "actual_depth": s.actual_depth, "haystack_s": round(hay_s, 2), "placement_s": round(place_s, 2)})
+
+    machine = {"platform": platform.platform(), "python": platform.python_version(),
+               "cpus": os.cpu_count(), "loadavg_1m": round(os.getloadavg()[0], 2),
+               "model": "configs/models/tiny.yaml", "note": "2 CPU cores shared with other jobs"}
+    table = Table(title="bookft eval benchmark (CPU)")
+    for col in ("what", "length / grid", "batch", "seconds", "tokens/s", "notes"):
+        table.add_column(col, justify="right" if col not in ("what", "notes") else "left")
+    for r in rows:
+        if r["what"] == "teacher_forced":
+            table.add_row(r["what"], str(r["length"]), str(r["batch"]), f"{r['seconds']:.3f}",
+                          f"{r['tokens_per_s']:,.0f}", f"compile {r['compile_s']} s")
+        elif r["what"] == "default_grid":
+            table.add_row(r["what"], f"{len(r['lengths'])}x{len(r['depths'])}x{len(r['seeds'])}", "4",
+                          f"{r['seconds']:.2f}", f"{r['tokens_per_s']:,.0f}", f"{r['cells']} cells, {r['tokens']} tok")
+        else:
+            table.add_row(r["what"], str(r["length"]), "1", f"{r['haystack_s'] + r['placement_s']:.2f}", "",
+                          f"haystack {r['haystack_s']} s, placement {r['placement_s']} s")
+    console.print(table)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"machine": machine, "results": rows}, indent=1))
+    console.print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
