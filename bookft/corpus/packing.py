@@ -4,15 +4,14 @@ Design choices (levanter-style: the store is tokens + offsets, packing is a sepa
 - Input is lengths, collection ids and allowed split points; output is a *plan* (pieces per sequence).
   Tokens are only touched later, by `materialize`, so planning 100M tokens needs no token memory.
 - Documents of one collection (a book, a repository, an archive) stay together and in order:
-  a collection that fits in one sequence is one indivisible item; a longer one is laid out
-  contiguously over consecutive sequences of one running stream that all long collections share
-  (each starts where the previous one ended, as its own segment), so they waste nothing between
-  them; the stream's last, partial sequence joins the pool of items.
+  a collection that fits in one sequence is one indivisible item, placed best-fit-decreasing
+  (largest first, into the open sequence with the least room that still fits it). Collections longer
+  than a sequence form one running stream, in order (each starts where the previous one ended, as
+  its own segment): the stream first fills the room the items left, then fresh sequences, so only
+  the very last sequence is partial.
 - A document is split only where it must be (it does not fit the room left), never truncated: at the
   last paragraph/file boundary that fits, if that wastes at most `slack` tokens; otherwise at the
   last word start (`word_cut` callback); otherwise a hard cut exactly at the room left.
-- Items (small collections, tails) are placed best-fit-decreasing: largest first, each into the
-  open sequence with the least room that still fits it.
 - Each piece records (doc, start, end) so segment ids and per-segment positions are exact;
   `segment_mode="collection"` makes the pieces of one collection inside a sequence one segment.
 """
@@ -97,8 +96,7 @@ def pack(lengths: Sequence[int], collections: Sequence[int], seq_len: int, *,
     items: list[tuple[int, int, list[Piece]]] = []  # (size, order, pieces)
     split_docs: set[int] = set()
 
-    cur: list[Piece] = []  # the open sequence of the stream of long collections
-    used = 0
+    long_docs: list[int] = []  # documents of collections longer than a sequence, in order
     d = 0
     while d < n:
         e = d
@@ -107,57 +105,65 @@ def pack(lengths: Sequence[int], collections: Sequence[int], seq_len: int, *,
         total = int(sum(lengths[d:e]))
         if total <= seq_len:
             items.append((total, len(items), [Piece(k, 0, int(lengths[k])) for k in range(d, e) if lengths[k]]))
-        else:  # lay the collection out contiguously in the running stream of long collections
-            for k in range(d, e):
-                length = int(lengths[k])
-                start = 0
-                bk = None
-                while start < length:
-                    if used == seq_len:
-                        plan.sequences.append(cur)
-                        cur, used = [], 0
-                    room = seq_len - used
-                    if length - start <= room:
-                        cur.append(Piece(k, start, length))
-                        used += length - start
-                        break
-                    if used and room <= slack:  # a sliver: close the sequence, waste at most `slack`
-                        plan.sequences.append(cur)
-                        cur, used = [], 0
-                        continue
-                    if bk is None:
-                        bk = bounds_of(k)
-                    c = _cut(k, start, room, length, bk, slack, word_cut)
-                    cur.append(Piece(k, start, c))
-                    split_docs.add(k)
-                    start = c
-                    plan.sequences.append(cur)
-                    cur, used = [], 0
+        else:
+            long_docs.extend(k for k in range(d, e) if lengths[k])
         d = e
-    if used == seq_len:
-        plan.sequences.append(cur)
-    elif cur:  # the stream's last, partial sequence joins the items
-        items.append((used, len(items), cur))
 
     # best-fit decreasing over the items; `opened` is sorted by (room, bin index)
     items.sort(key=lambda it: (-it[0], it[1]))
     bins: list[list[Piece]] = []
+    rooms: list[int] = []
     opened: list[tuple[int, int]] = []
     for size, _, pieces in items:
         if size == 0:
             continue
         j = bisect.bisect_left(opened, (size, -1))
         if j < len(opened):
-            room, b = opened.pop(j)
+            _, b = opened.pop(j)
             bins[b].extend(pieces)
-            room -= size
+            rooms[b] -= size
         else:
             b = len(bins)
             bins.append(list(pieces))
-            room = seq_len - size
-        if room > 0:
-            bisect.insort(opened, (room, b))
+            rooms.append(seq_len - size)
+        if rooms[b] > 0:
+            bisect.insort(opened, (rooms[b], b))
+
+    # the stream of long collections, in order: first into the gaps the bins left, then new sequences
+    gaps = [b for b in range(len(bins)) if rooms[b] > slack]
+    g = 0
+    fresh: list[list[Piece]] = []
+
+    def next_target() -> tuple[list[Piece], int]:
+        nonlocal g
+        if g < len(gaps):
+            g += 1
+            return bins[gaps[g - 1]], rooms[gaps[g - 1]]
+        fresh.append([])
+        return fresh[-1], seq_len
+
+    target, room = (None, 0) if not long_docs else next_target()
+    for k in long_docs:
+        length = int(lengths[k])
+        start = 0
+        bk = None
+        while start < length:
+            if length - start <= room:
+                target.append(Piece(k, start, length))
+                room -= length - start
+                break
+            if room <= slack:  # a sliver: go on in the next target, wasting at most `slack`
+                target, room = next_target()
+                continue
+            if bk is None:
+                bk = bounds_of(k)
+            c = _cut(k, start, room, length, bk, slack, word_cut)
+            target.append(Piece(k, start, c))
+            split_docs.add(k)
+            start = c
+            target, room = next_target()
     plan.sequences.extend(bins)
+    plan.sequences.extend(f for f in fresh if f)
     plan.n_split_docs = len(split_docs)
     return plan
 

@@ -113,8 +113,9 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
     cache.extract_misses = len(todo)
     summaries: dict[int, dict] = {}
     progress.start("extract", len(jobs), "sources")
+    todo_set = set(todo)
     for i in range(len(jobs)):
-        if i not in set(todo):
+        if i not in todo_set:
             res = cache.load_extract(keys[i])
             summaries[i] = {"entries": res.entries, "stats": res.stats, "n_docs": len(res.documents)}
     progress.advance(len(jobs) - len(todo))

@@ -139,3 +139,19 @@ def test_long_collections_share_a_stream_so_tails_do_not_waste():
     # each book's pieces are in order and contiguous in the stream
     order = [(p.doc, p.start) for s in plan.sequences for p in s]
     assert order == sorted(order)
+
+
+def test_long_collections_fill_the_room_small_items_leave():
+    # 40 books of 36k tokens leave ~23k of room per 131k sequence (3 per bin); a 3M-token collection
+    # (a text folder) pours into that room first, so fill stays ~1
+    seq_len = 131072
+    lengths = [36_000 + i for i in range(40)] + [30_000] * 100
+    colls = list(range(40)) + [99] * 100
+    bounds = [np.arange(200, n, 200) for n in lengths]
+    plan = pack(lengths, colls, seq_len, boundaries=bounds, slack=int(0.005 * seq_len))
+    _check_invariants(plan, lengths, colls)
+    assert plan.fill >= 0.99
+    book_pieces = [p for s in plan.sequences for p in s if p.doc < 40]
+    assert len(book_pieces) == 40  # books (shorter than a sequence) are never split
+    stream = [(p.doc, p.start) for s in plan.sequences for p in s if p.doc >= 40]
+    assert stream == sorted(stream)  # the long collection stays in order
