@@ -23,9 +23,10 @@ from rich.console import Console
 from rich.table import Table
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from bookft.attention.config import AttentionConfig
 from bookft.config import from_dict, read_yaml
 from bookft.eval import EvalConfig, run_niah
-from bookft.eval.drivers import model_logits_fn
+from bookft.eval.drivers import length_rule, make_attend, model_logits_fn
 from bookft.eval.haystack import build_haystack, essay_sentences
 from bookft.eval.placement import build_sample
 from bookft.eval.tasks import make_task
@@ -60,26 +61,33 @@ def main() -> None:
     tok = EvalTokenizer.load(essay_tokenizer(min(1024, mcfg.vocab_size)))
     rows: list[dict] = []
 
-    # 1) teacher-forced throughput: one forward pass + tail logits, batch x length tokens
-    fn = model_logits_fn(model, tail=512)
-    for n in [int(x) for x in args.lengths.split(",")]:
-        ids = np.random.default_rng(0).integers(0, tok.vocab_size, (args.batch, n)).astype(np.int32)
-        pos = np.broadcast_to(np.arange(n, dtype=np.int32), ids.shape)
-        seg = np.ones_like(ids)
-        t0 = time.perf_counter()
-        fn(ids, pos, seg)  # compile
-        compile_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        for _ in range(args.reps):
-            fn(ids, pos, seg)
-        dt = (time.perf_counter() - t0) / args.reps
-        rows.append({"what": "teacher_forced", "length": n, "batch": args.batch, "seconds": round(dt, 4),
-                     "compile_s": round(compile_s, 2), "tokens_per_s": round(args.batch * n / dt, 1)})
+    # 1) teacher-forced throughput: one forward pass + tail logits, batch x length tokens, with the
+    #    dense reference attention and with the local blockwise XLA kernel (the CLI default on CPU)
+    local = AttentionConfig(strategy="local", kernel="xla")
+    attends = {"reference": (None, None), "xla": (make_attend(local), length_rule(local))}
+    for name, (attend, _) in attends.items():
+        fn = model_logits_fn(model, attend=attend, tail=512)
+        for n in [int(x) for x in args.lengths.split(",")]:
+            ids = np.random.default_rng(0).integers(0, tok.vocab_size, (args.batch, n)).astype(np.int32)
+            pos = np.broadcast_to(np.arange(n, dtype=np.int32), ids.shape)
+            seg = np.ones_like(ids)
+            t0 = time.perf_counter()
+            fn(ids, pos, seg)  # compile
+            compile_s = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            for _ in range(args.reps):
+                fn(ids, pos, seg)
+            dt = (time.perf_counter() - t0) / args.reps
+            rows.append({"what": f"teacher_forced/{name}", "length": n, "batch": args.batch,
+                         "seconds": round(dt, 4), "compile_s": round(compile_s, 2),
+                         "tokens_per_s": round(args.batch * n / dt, 1)})
 
-    # 2) the full default grid (EvalConfig()): haystacks, placement, compile and scoring, end to end
+    # 2) the full default grid (EvalConfig()): haystacks, placement, compile and scoring, end to end,
+    #    with the CLI's default attention on CPU (local xla)
     cfg = EvalConfig()
+    attend, rule = attends["xla"]
     t0 = time.perf_counter()
-    res = run_niah(model, tok, cfg, console=console, progress=False)
+    res = run_niah(model, tok, cfg, attend=attend, pad_length=rule, console=console, progress=False)
     grid_s = time.perf_counter() - t0
     rows.append({"what": "default_grid", "lengths": res["lengths"], "depths": res["depths"],
                  "seeds": list(cfg.seeds), "cells": len(res["cells"]), "seconds": round(grid_s, 2),
@@ -102,7 +110,7 @@ def main() -> None:
     for col in ("what", "length / grid", "batch", "seconds", "tokens/s", "notes"):
         table.add_column(col, justify="right" if col not in ("what", "notes") else "left")
     for r in rows:
-        if r["what"] == "teacher_forced":
+        if r["what"].startswith("teacher_forced"):
             table.add_row(r["what"], str(r["length"]), str(r["batch"]), f"{r['seconds']:.3f}",
                           f"{r['tokens_per_s']:,.0f}", f"compile {r['compile_s']} s")
         elif r["what"] == "default_grid":

@@ -14,6 +14,7 @@ Design choices:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -44,30 +45,42 @@ def make_attend(attention_cfg: Any | None, mesh=None):
                           block_q=attention_cfg.block_q, block_kv=attention_cfg.block_kv)
 
 
-def attention_multiple(attention_cfg: Any | None, mesh=None) -> int:
-    """Sequence lengths must be a multiple of this for the configured kernel/strategy (blocks x chunks)."""
+@dataclass(frozen=True)
+class LengthRule:
+    """Valid sequence lengths for a strategy/kernel: whole 2*cp chunks, and whole blocks per chunk
+    once a chunk is longer than one block (kernels use a single block of min(block, chunk))."""
+
+    chunks: int = 1
+    block: int = 1
+
+    def __call__(self, n: int) -> int:
+        chunk = -(-n // self.chunks)
+        if chunk > self.block:
+            chunk = -(-chunk // self.block) * self.block
+        return chunk * self.chunks
+
+
+def length_rule(attention_cfg: Any | None, mesh=None) -> LengthRule:
     if attention_cfg is None:
-        return 1
-    cp = context_degree(mesh)
-    chunks = 2 * cp  # strategies cut S into 2*cp chunks (zig-zag order); local is cp=1
+        return LengthRule()
     block = 1 if attention_cfg.kernel == "reference" else max(attention_cfg.block_q, attention_cfg.block_kv)
-    return chunks * block
+    return LengthRule(chunks=2 * context_degree(mesh), block=block)  # local is cp=1: 2 chunks
 
 
-def pad_attend(attend, multiple: int):
-    """Wrap a local attend so any length works: pad S up to `multiple` with segment id 0, cut back.
+def pad_attend(attend, rule: LengthRule):
+    """Wrap a local attend so any length works: pad S up to `rule(S)` with segment id 0, cut back.
 
     Used for generation prefill, whose prompt length is whatever the tokenizer made it. Padding
     rows come last and sit in their own segment, so no real query attends to them.
     """
-    if attend is None or multiple <= 1:
+    if attend is None:
         return attend
     import jax.numpy as jnp
 
     def padded(q, k, v, segment_ids, positions):
         s = q.shape[1]
-        pad = (-s) % multiple
-        if s <= multiple or pad == 0:  # kernels use one block of min(block, S) for short inputs
+        pad = rule(s) - s
+        if pad == 0:
             return attend(q, k, v, segment_ids, positions)
         p4, p2 = ((0, 0), (0, pad), (0, 0), (0, 0)), ((0, 0), (0, pad))
         out = attend(jnp.pad(q, p4), jnp.pad(k, p4), jnp.pad(v, p4), jnp.pad(segment_ids, p2),

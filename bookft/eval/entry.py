@@ -24,8 +24,8 @@ from bookft.config import apply_overrides, deep_merge, from_dict, parse_override
 from bookft.errors import EvalError
 from bookft.eval.config import EvalConfig
 from bookft.eval.drivers import (
-    attention_multiple,
     context_degree,
+    length_rule,
     make_attend,
     model_generate_fn,
     pad_attend,
@@ -158,20 +158,21 @@ def evaluate(*, checkpoint: str | None, model_dir: str | None, tokenizer: str | 
         attend = make_attend(att, mesh)
         # generation prefill: the same kernel on one device, padded to its block (any prompt length)
         local = AttentionConfig(strategy="local", kernel=att.kernel, block_q=att.block_q, block_kv=att.block_kv)
-        gen_attend = pad_attend(make_attend(local), attention_multiple(local))
-        multiple = attention_multiple(att, mesh)
+        gen_attend = pad_attend(make_attend(local), length_rule(local))
+        rule = length_rule(att, mesh)
         info["attention"] = {"strategy": att.strategy if mesh is not None else "local", "kernel": att.kernel,
-                             "context_degree": context_degree(mesh), "seq_multiple": multiple}
+                             "context_degree": context_degree(mesh),
+                             "length_rule": {"chunks": rule.chunks, "block": rule.block}}
     except EvalError:  # attention package missing
         attend = gen_attend = None  # the model's dense reference attention
-        multiple = 1
+        rule = None
         info["attention"] = {"strategy": "reference"}
     generate_fn = None
     if "generate" in settings.scoring:
         generate_fn = model_generate_fn(model, attend=gen_attend, eos_id=tok.eos_id)
     results = run_niah(model, tok, settings, attend=attend, mesh=mesh, model_config=model_config,
                        generate_fn=generate_fn, model_info=info, console=console, progress=progress,
-                       seq_multiple=multiple)
+                       pad_length=rule)
     paths = write_report(results, out)
     print_summary(results, console)
     console.print(f"wrote {paths['report']} and {paths['results']}")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -70,11 +71,11 @@ def _progress(console: Console | None, enabled: bool) -> Progress:
 def run_niah(model: Any, tokenizer: Any, settings: EvalConfig, *, logits_fn: LogitsFn | None = None,
              generate_fn: GenerateFn | None = None, attend=None, mesh=None, model_config: Any = None,
              model_info: dict | None = None, console: Console | None = None,
-             progress: bool = True, seq_multiple: int = 1) -> dict:
+             progress: bool = True, pad_length: Callable[[int], int] | None = None) -> dict:
     """Score the grid of `settings` for `model` (a bookft Decoder) or the given functions.
 
-    seq_multiple: batches are padded to a multiple of this (the attention kernel's block x chunks,
-    see drivers.attention_multiple), on top of settings.length_multiple.
+    pad_length: the batch length for a cell length (the attention kernel's chunks and blocks, see
+    drivers.length_rule), applied after rounding up to settings.length_multiple.
     """
     cfg = settings
     tok = EvalTokenizer.load(tokenizer)
@@ -95,7 +96,7 @@ def run_niah(model: Any, tokenizer: Any, settings: EvalConfig, *, logits_fn: Log
     haystacks = {s: build_haystack(cfg.haystack, tok, s, max(lengths), cfg.corpus) for s in cfg.seeds}
     start, tokens = time.perf_counter(), 0
     cells: list[dict] = []
-    m = math.lcm(cfg.length_multiple, max(1, seq_multiple))
+    m = cfg.length_multiple
     with _progress(console, progress) as bar:
         job = bar.add_task("", total=len(lengths) * len(depths), rate="-")
         for length in lengths:
@@ -108,6 +109,7 @@ def run_niah(model: Any, tokenizer: Any, settings: EvalConfig, *, logits_fn: Log
                                      add_bos=cfg.add_bos)
                     samples.append((depth, seed, s))
             seq_len = int(math.ceil(length / m) * m)
+            seq_len = pad_length(seq_len) if pad_length else seq_len
             tf: list[dict] = []
             gen: list[dict] = []
             only = [s for _, _, s in samples]

@@ -17,7 +17,7 @@ from bookft.attention.config import AttentionConfig  # noqa: E402
 from bookft.cli import app  # noqa: E402
 from bookft.eval import EvalConfig  # noqa: E402
 from bookft.eval.drivers import (  # noqa: E402
-    attention_multiple,
+    length_rule,
     make_attend,
     model_generate_fn,
     model_logits_fn,
@@ -47,7 +47,8 @@ def test_ring_tail_logits_match_reference_and_scorers_agree(setup):
     samples = [build_sample(make_task(EvalConfig(), 0, d), hay, tok, 250, d) for d in (0.0, 100.0)]
     mesh = make_mesh(ParallelConfig(mesh={"data": 1, "fsdp": 1, "context": 4}), jax.devices()[:4])
     att = AttentionConfig(strategy="ring", kernel="xla", block_q=32, block_kv=32)
-    assert attention_multiple(att, mesh) == 256  # 2 * cp chunks of one block
+    rule = length_rule(att, mesh)
+    assert (rule(250), rule(256), rule(257), rule(7)) == (256, 256, 512, 8)  # 8 chunks; blocks of 32 past 256
     ring = model_logits_fn(model, attend=make_attend(att, mesh), tail=32, mesh=mesh, load_balanced=True)
     ids = np.stack([np.pad(s.input_ids, (0, 256 - s.actual_length)) for s in samples])
     want = model_mod.forward_logits(model, ids)[:, -32:]
@@ -62,7 +63,7 @@ def test_ring_tail_logits_match_reference_and_scorers_agree(setup):
     np.testing.assert_allclose(got, want, atol=2e-4, rtol=2e-4)
     # the first answer token: teacher-forced argmax == first greedy token (KV cache, padded local xla)
     local = AttentionConfig(strategy="local", kernel="xla", block_q=32, block_kv=32)
-    gen = model_generate_fn(model, attend=pad_attend(make_attend(local), attention_multiple(local)))
+    gen = model_generate_fn(model, attend=pad_attend(make_attend(local), length_rule(local)))
     s = samples[1]
     first = gen(s.input_ids[None, : s.answer_span[0]], 1)[0, 0]
     assert tf[1]["predicted_ids"][0] == int(first)
@@ -88,7 +89,7 @@ def test_cli_niah_on_hf_folder_with_ring_config(setup, tmp_path):
     assert r.exit_code == 0, (r.output, r.exception)
     res = json.loads((out / "results.json").read_text())
     assert res["model"]["attention"] == {"strategy": "ring", "kernel": "xla", "context_degree": 4,
-                                         "seq_multiple": 256}
+                                         "length_rule": {"chunks": 8, "block": 32}}
     assert len(res["cells"]) == 2 and res["summary"]["mean"] <= 0.05  # untrained: retrieves nothing
     assert res["settings"]["threshold"] == 0.5 and res["cells"][0]["actual_lengths"][0] <= 250
     assert (out / "report.html").is_file()
