@@ -119,7 +119,7 @@ def make_train_step(graphdef, tx, attend, mesh, settings: StepSettings):
     def train_step(state, frozen, batch):
         params = state["params"]
         loss, grads, n_sum = loss_and_grads(params, frozen, batch)
-        grad_norm = optax.global_norm(grads)
+        grad_norm = optax.tree.norm(grads)
         updates, new_opt = tx.update(grads, state["opt_state"], params)
         new_params = optax.apply_updates(params, updates)
         finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)

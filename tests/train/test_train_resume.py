@@ -1,0 +1,159 @@
+"""`bookft train` end to end on a small corpus: exact resume after kill -9, SIGTERM, bad configs."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from bookft.cli import app
+from bookft.errors import AttentionError, ConfigError, TrainError
+from bookft.train.checkpoint import Checkpointer, restore_params
+from bookft.train.config import load_run_config
+from bookft.train.loop import losses_from_log, train
+
+WORDS = ("the river carried old letters past the mill while the clerk counted seven barrels of salt "
+         "and a quiet voice read the law of the harbour aloud to nobody in particular").split()
+
+CONFIG = """
+name: t
+model: {vocab_size: 320, hidden_size: 32, intermediate_size: 64, num_layers: 1, num_heads: 2,
+        num_kv_heads: 2, compute_dtype: float32, remat: none}
+attention: {strategy: ring, kernel: xla, block_q: 16, block_kv: 16}
+parallel: {mesh: {data: 1, fsdp: 1, context: 2}, cpu_devices: 2}
+data: {corpus: CORPUS, batch_size: 1, seq_len: 64}
+train: {steps: 6, loss_chunk: 32, optimizer: {lr: 3.0e-3, warmup_steps: 2}}
+checkpoint: {every: 1, keep: 10, async_save: false}
+"""
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("train_corpus")
+    src = root / "src"
+    src.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(6):
+        paras = ["\n".join(" ".join(rng.choice(WORDS, 12)) for _ in range(4)) for _ in range(6)]
+        (src / f"doc{i}.txt").write_text("\n\n".join(paras) + "\n")
+    out = root / "corpus"
+    res = CliRunner().invoke(app, ["ingest", str(src), "--out", str(out), "--seq-len", "128",
+                                   "--vocab-size", "300", "--workers", "0"])
+    assert res.exit_code == 0, res.output
+    return out
+
+
+@pytest.fixture()
+def config_file(tmp_path, corpus):
+    p = tmp_path / "t.yaml"
+    p.write_text(CONFIG.replace("CORPUS", str(corpus)))
+    return p
+
+
+def cli(args, **kw):
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    return subprocess.Popen([sys.executable, "-m", "bookft.cli", *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, **kw)
+
+
+def wait_for_step(run_dir: Path, step: int, proc, timeout=300):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if max(losses_from_log(run_dir), default=0) >= step:
+            return
+        if proc.poll() is not None:
+            raise AssertionError(proc.stdout.read())
+        time.sleep(0.2)
+    raise AssertionError("timed out")
+
+
+def final_params(run_dir, cfg_path):
+    from flax import nnx
+
+    from bookft.model import abstract_model
+    from bookft.model.lora import trainable_filter
+
+    cfg = load_run_config(cfg_path)
+    _, abs_params, _ = nnx.split(abstract_model(cfg.model), trainable_filter(cfg.model), ...)
+    step, params = restore_params(run_dir, jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), abs_params))
+    return step, [np.asarray(x) for x in jax.tree.leaves(params)]
+
+
+def test_kill9_resume_is_exact_and_sigterm_saves(tmp_path, config_file):
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    p = cli(["train", "-c", str(config_file), "--run-dir", str(straight)])
+    assert p.wait(600) == 0, p.stdout.read()
+
+    p = cli(["train", "-c", str(config_file), "--run-dir", str(killed)])
+    wait_for_step(killed, 3, p)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    p = cli(["train", "-c", str(config_file), "--run-dir", str(killed)])
+    assert p.wait(600) == 0, p.stdout.read()
+
+    a, b = losses_from_log(straight), losses_from_log(killed)
+    assert sorted(a) == sorted(b) == [1, 2, 3, 4, 5, 6]
+    assert a == b  # bitwise-equal losses at every step
+    sa, pa = final_params(straight, config_file)
+    sb, pb = final_params(killed, config_file)
+    assert sa == sb == 6
+    for x, y in zip(pa, pb, strict=True):
+        np.testing.assert_array_equal(x, y)
+
+    # SIGTERM mid-run: a checkpoint for the step it was on, exit status 143
+    term = tmp_path / "term"
+    p = cli(["train", "-c", str(config_file), "--run-dir", str(term), "--steps", "1000",
+             "--set", "checkpoint.every=1000"])
+    wait_for_step(term, 2, p)
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(300) == 143, p.stdout.read()
+    last = max(losses_from_log(term))
+    assert Checkpointer(term).steps()[-1] == last
+
+
+def test_truncated_latest_checkpoint_falls_back(tmp_path, config_file, capsys):
+    run = tmp_path / "run"
+    cfg = load_run_config(config_file, ["train.steps=3"])
+    train(cfg, run_dir=run)
+    ck = Checkpointer(run)
+    assert ck.steps() == [1, 2, 3]
+    ck.close()
+    # truncate every array file of the newest checkpoint
+    for f in (run / "checkpoints" / "3" / "params").rglob("*"):
+        if f.is_file() and f.stat().st_size > 0 and "metadata" not in f.name:
+            f.write_bytes(f.read_bytes()[: f.stat().st_size // 3])
+    res = train(load_run_config(config_file, ["train.steps=4"]), run_dir=run)
+    assert "falling back" in capsys.readouterr().out
+    assert res.step == 4 and sorted(res.losses) == [3, 4]  # resumed from step 2
+    assert (run / "checkpoints" / "broken-3").is_dir()
+
+
+def test_bad_configs_fail_before_compiling(tmp_path, config_file, corpus):
+    with pytest.raises(ConfigError, match="unknown key train.stepz"):
+        load_run_config(config_file, ["train.stepz=3"])
+    with pytest.raises(ConfigError, match="parallel.mesh: data=1 x fsdp=1 x context=3 = 3 devices, but 2"):
+        train(load_run_config(config_file, ["parallel.mesh.context=3"]), run_dir=tmp_path / "a")
+    with pytest.raises(AttentionError, match="sequence length 50 is not divisible by 4"):
+        train(load_run_config(config_file, ["data.seq_len=50"]),
+              run_dir=tmp_path / "b")
+    with pytest.raises(TrainError, match=r"tokenizer has \d+ tokens but the model.s vocabulary is 200"):
+        train(load_run_config(config_file, ["model.vocab_size=200"]), run_dir=tmp_path / "c")
+    shutil.rmtree(tmp_path / "a", ignore_errors=True)
+
+
+def test_metrics_log_has_documented_fields(tmp_path, config_file):
+    run = tmp_path / "m"
+    train(load_run_config(config_file, ["train.steps=2"]), run_dir=run)
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]
+    for key in ("loss", "grad_norm", "lr", "tokens_per_s", "step_time_s", "mfu", "peak_memory_bytes"):
+        assert key in rows[0]
+    assert np.isfinite(rows[-1]["loss"])
