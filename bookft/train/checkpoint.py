@@ -116,3 +116,39 @@ def restore_params(run_dir: str | Path, abstract_params, step: int | None = None
         except Exception as e:
             errors.append(f"step {s}: {type(e).__name__}: {str(e)[:200]}")
     raise TrainError(f"{d}: no readable checkpoint ({'; '.join(errors)})")
+
+
+def load_params(path: str | Path, step: int | None = None):
+    """(model, run_config) from a run directory (newest checkpoint) or RUN_DIR/checkpoints/STEP.
+
+    Trainable parameters come from the checkpoint; frozen ones (base weights under LoRA) are
+    rebuilt as training built them: from the run's HF folder, or the seeded initialisation.
+    """
+    from flax import nnx
+
+    from bookft.model import abstract_model, init_model, load_hf
+    from bookft.model.lora import trainable_filter
+    from bookft.train.config import load_run_config
+
+    path = Path(path)
+    if path.parent.name == "checkpoints" and path.name.isdigit():
+        step, run_dir = int(path.name), path.parent.parent
+    else:
+        run_dir = path
+    cfg_file = run_dir / "config.yaml"
+    if not cfg_file.is_file():
+        raise TrainError(f"{path}: no config.yaml; expected a `bookft train` run directory or "
+                         "RUN_DIR/checkpoints/STEP")
+    cfg = load_run_config(cfg_file)
+    filt = trainable_filter(cfg.model)
+    _, abs_params, _ = nnx.split(abstract_model(cfg.model), filt, ...)
+    one = jax.sharding.SingleDeviceSharding(jax.devices()[0])  # restore onto this host, any topology
+    abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=one), abs_params)
+    got_step, params = restore_params(run_dir, abstract, step)
+    if cfg.model.hf_path:
+        model, _ = load_hf(cfg.model.hf_path, like=cfg.model)
+    else:
+        model = init_model(cfg.model, seed=cfg.train.seed)
+    graphdef, _, frozen = nnx.split(model, filt, ...)
+    model = nnx.merge(graphdef, params, frozen)
+    return model, cfg
