@@ -179,7 +179,7 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
     if tc.path:
         tok = load_tokenizer(tc.path)
         origin = str(tc.path)
-    else:
+    elif not tc.retrain:
         tok = _previous_tokenizer(root, cfg)
     if tok is None:
         progress.start("train tokenizer", None, "")

@@ -48,6 +48,8 @@ class TokenizerConfig:
     vocab_size: int = 32000
     train_chars: int = 20_000_000  # characters of the corpus the BPE is trained on (first ones, in order)
     min_frequency: int = 2
+    retrain: bool = False  # False: reuse the BPE the current version trained (same vocab_size), so
+    #                        unchanged sources keep their cached tokens; True: train again on this corpus
 
     def validate(self) -> None:
         if self.vocab_size < 300:

@@ -237,3 +237,19 @@ def test_kill_9_during_build_keeps_previous_version(tmp_path):
     uninterrupted = build_corpus(_cfg(tmp_path / "copy"), sources=[(str(src), "auto", None)])
     assert again["data_hash"] == uninterrupted["data_hash"]
     assert not any(n.startswith(".tmp-") for n in os.listdir(out / "versions"))
+
+
+def test_tokenizer_reused_unless_retrain(tmp_path):
+    src = _sources(tmp_path)
+    one = [(str(src / "a.txt"), "auto", None)]
+    two = one + [(str(src / "b.md"), "auto", None)]
+    a = build_corpus(_cfg(tmp_path / "a"), sources=one)
+    reused = build_corpus(_cfg(tmp_path / "a"), sources=two)
+    assert reused["tokenizer"]["fingerprint"] == a["tokenizer"]["fingerprint"]
+    assert reused["work"]["token_cache_hits"] == 1
+    cfg = from_dict(IngestConfig, {"out": str(tmp_path / "a"), "workers": 0,
+                                   "tokenizer": {"vocab_size": 320, "retrain": True}, "packing": {"seq_len": 256}})
+    retrained = build_corpus(cfg, sources=two)
+    fresh = build_corpus(_cfg(tmp_path / "fresh"), sources=two)
+    assert retrained["tokenizer"]["fingerprint"] == fresh["tokenizer"]["fingerprint"]
+    assert retrained["data_hash"] == fresh["data_hash"]
