@@ -214,3 +214,14 @@ def test_unreadable_file(tmp_path, monkeypatch):
     jobs, _ = resolve_sources([(str(p), "text", None)], ExtractConfig(), LimitsConfig())
     res = extract(jobs[0])
     assert res.entries[0].status == "failed" and "Permission denied" in res.entries[0].reason
+
+
+@pytest.mark.parametrize("backend", ["pdfium", "pypdf"])
+def test_broken_xref_table_is_repaired(backend):
+    data = book_pdf("Xref", "A", PARAS[:8], lines_per_page=12)
+    import re
+
+    broken = re.sub(rb"startxref\n\d+", b"startxref\n999", data)  # the xref table is not at 999
+    assert broken != data
+    text, _ = pdf_text(broken, backend)
+    assert text == "\n\n".join(PARAS[:8])
