@@ -10,6 +10,10 @@ Design choices:
   single source, not the corpus.
 - Deterministic: results are assembled in source order, not completion order, so a rerun gives
   the same data hash.
+- Refresh pipelines (issue 7) build on this: the manifest lists every source with its content hash
+  (compare two manifests for added / changed / removed), `work` counts the extraction and
+  tokenization actually done, and `build_corpus` only re-extracts sources whose hash changed.
+  Locking two concurrent builds of one corpus is the pipeline's job.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import shutil
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -73,12 +78,17 @@ def _previous_tokenizer(root: Path, cfg: IngestConfig):
 
 
 def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, str, str | None]] | None = None,
-                 loss_weights: LossWeightsFn | None = None) -> dict:
+                 loss_weights: LossWeightsFn | None = None,
+                 before_publish: Callable[[Path, dict], bool] | None = None) -> dict:
     """Build and publish a new corpus version in `cfg.out`; returns its manifest. Raises IngestError if
     nothing could be ingested.
 
     loss_weights(document, token_ids int32 [n]) -> float32 [n] or None (= all 1.0): the hook for
     synthesized retrieval examples (issue 9); when given, sequences carry a `loss_weights` column.
+
+    before_publish(staged_dir, manifest) -> bool: called when the new version is complete in its staging
+    folder, before the rename (refresh pipelines validate here, issue 7). False discards it (the returned
+    manifest then has `path` None); an exception discards it and propagates.
     """
     progress = progress or NullProgress()
     t0 = time.perf_counter()
@@ -337,12 +347,23 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
         "cpu_seconds": {k: round(v, 3) for k, v in cpu.items()},
         "config": json.loads(json.dumps(asdict(cfg), default=str)),
         "sources": entries,
+        "source_hashes": {job.path: hashes[i] for i, job in enumerate(jobs)},  # per job, for refresh diffs
         "duplicates": duplicates,
     }
     n = max([int(x) for x in os.listdir(root / "versions") if x.isdigit()], default=0) + 1
     manifest["version"] = n
     manifest["timings"]["total"] = round(time.perf_counter() - t0, 3)
     write_json(staged / "manifest.json", manifest)
+    if before_publish is not None:
+        try:
+            keep_it = before_publish(staged, manifest)
+        except BaseException:
+            shutil.rmtree(staged, ignore_errors=True)
+            raise
+        if not keep_it:
+            shutil.rmtree(staged, ignore_errors=True)
+            manifest["path"] = None
+            return manifest
     final = publish(root, staged, n)
     cache.prune(set(keys) | {k + "-noeos" for k in keys}, fp)
     manifest["path"] = str(final)
