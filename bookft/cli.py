@@ -35,6 +35,8 @@ def _register() -> None:
     from bookft.ingest.commands import register as register_ingest; register_ingest(app)  # noqa: E702, I001
     from bookft.corpus.commands import register as register_corpus; register_corpus(app)  # noqa: E702, I001
     from bookft.train.commands import register as register_train; register_train(app)  # noqa: E702, I001
+    from bookft.plan.commands import register as register_plan; register_plan(app)  # noqa: E702, I001
+    from bookft.pipelines.commands import register as register_pipeline; register_pipeline(app)  # noqa: E702, I001
 
 
 _register()

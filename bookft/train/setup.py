@@ -22,11 +22,11 @@ from bookft.train.metrics import MetricsLog, mfu
 from bookft.train.optimizer import make_optimizer
 from bookft.train.step import (
     StepSettings,
-    _by_path,
     batch_sharding,
     jit_train_step,
     make_train_step,
     opt_state_shardings,
+    shardings_by_path,
     state_shardings,
 )
 
@@ -129,7 +129,7 @@ class Trainer:
         # and norms) and the base weights are `frozen`, so the optimizer state is adapter-sized.
         self.tx, self.schedule = make_optimizer(cfg.train)
         abs_opt = jax.eval_shape(self.tx.init, abs_params)
-        o_sh = opt_state_shardings(abs_opt, _by_path(abs_params, p_sh), self.mesh)
+        o_sh = opt_state_shardings(abs_opt, shardings_by_path(abs_params, p_sh), self.mesh)
         opt_state = jax.jit(self.tx.init, out_shardings=o_sh)(params)
         rep = jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec())
         self.state_sh = {"params": p_sh, "opt_state": o_sh, "step": rep}

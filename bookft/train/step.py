@@ -64,7 +64,7 @@ def opt_state_shardings(abstract_opt_state, param_shardings_by_path: dict, mesh)
     return jax.tree_util.tree_map_with_path(one, abstract_opt_state)
 
 
-def _by_path(params, shardings):
+def shardings_by_path(params, shardings):
     flat_p = jax.tree_util.tree_flatten_with_path(params)[0]
     flat_s = jax.tree.leaves(shardings)
     return {jax.tree_util.keystr(p): (s, x.shape) for (p, x), s in zip(flat_p, flat_s, strict=True)}

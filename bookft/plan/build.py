@@ -1,0 +1,193 @@
+"""Compile the real train step ahead of time for a TPU topology and read its per-chip memory.
+
+The step is the one `bookft train` runs (bookft.train.step: model, attention strategy with the
+splash kernel, chunked loss, optax AdamW, FSDP shardings from bookft.parallel.rules), lowered with
+abstract inputs (ShapeDtypeStructs: no weights, no data) on the topology's devices, which libtpu
+describes on a CPU-only host. XLA's `memory_analysis()` gives the per-device sizes; peak HBM is
+arguments + outputs - aliased (donated state) + temporaries + generated code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import time
+from dataclasses import dataclass, field
+
+import jax
+import numpy as np
+from flax import nnx
+
+from bookft.errors import AttentionError, ConfigError, PlanError
+from bookft.parallel.mesh import context_degree, make_mesh, resolve_axis_sizes
+from bookft.plan.estimate import estimate
+from bookft.plan.topology import Topology
+from bookft.train.config import RunConfig
+
+GiB = 2**30
+
+
+@dataclass
+class PlanResult:
+    strategy: str
+    remat: str
+    seq_len: int
+    topology: str
+    n_devices: int
+    mesh: dict[str, int]
+    fits: bool
+    capacity_bytes: float
+    peak_bytes: float | None = None
+    params_bytes: float | None = None
+    opt_state_bytes: float | None = None
+    temp_bytes: float | None = None
+    argument_bytes: float | None = None
+    output_bytes: float | None = None
+    alias_bytes: float | None = None
+    code_bytes: float | None = None
+    model_flops_per_step: float | None = None
+    step_time_s: float | None = None
+    compute_s: float | None = None
+    comm_s: float | None = None
+    mfu_at_estimate: float | None = None
+    compile_s: float | None = None
+    splash_in_hlo: bool | None = None
+    error: str | None = None
+    assumptions: str = ""
+    overrides: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        for k in list(d):
+            if k.endswith("_bytes") and d[k] is not None:
+                d[k.replace("_bytes", "_gib")] = d[k] / GiB
+        return d
+
+
+def mesh_for(cfg: RunConfig, strategy: str, n_devices: int) -> dict[str, int]:
+    """The configured mesh adapted to `strategy`: the context devices become one ring/gather/
+    all-to-all axis, or for usp an all-to-all axis of gcd(context, KV heads) inside a ring."""
+    sizes = resolve_axis_sizes(cfg.parallel.mesh, n_devices)
+    ctx = sizes.pop("context", 1) * sizes.pop("context_ulysses", 1)
+    if strategy == "local":
+        sizes["fsdp"] = sizes.get("fsdp", 1) * ctx
+        return sizes
+    if strategy == "usp":
+        want = cfg.parallel.mesh.get("context_ulysses")
+        u = want if want and want > 0 and ctx % want == 0 else math.gcd(ctx, cfg.model.num_kv_heads)
+        return {**sizes, "context": ctx // u, "context_ulysses": u}
+    return {**sizes, "context": ctx}
+
+
+def per_device_bytes(abstract, shardings) -> float:
+    total = 0.0
+    for x, sh in zip(jax.tree.leaves(abstract), jax.tree.leaves(shardings), strict=True):
+        total += math.prod(sh.shard_shape(x.shape)) * np.dtype(x.dtype).itemsize
+    return total
+
+
+def _oom(text: str) -> str | None:
+    if "RESOURCE_EXHAUSTED" not in text and "out of memory" not in text.lower():
+        return None
+    m = re.search(r"Used ([\d.]+[KMGT]?) of ([\d.]+[KMGT]?) hbm", text)
+    if m:
+        return f"does not fit: the compiler needs {m.group(1)}B of HBM per chip, {m.group(2)}B available"
+    m = re.search(r"[Ee]xceeded hbm capacity by ([\d.]+[KMGT]?)", text)
+    if m:
+        return f"does not fit: exceeds HBM per chip by {m.group(1)}B"
+    return "does not fit: " + text.strip().splitlines()[0][:200]
+
+
+def plan_one(cfg: RunConfig, topo: Topology, devices, *, seq_len: int, strategy: str, remat: str) -> PlanResult:
+    from bookft.model import abstract_model
+    from bookft.model.lora import trainable_filter
+    from bookft.train.optimizer import make_optimizer
+    from bookft.train.setup import check_seq_len, make_attend
+    from bookft.train.step import (
+        BATCH_FIELDS,
+        StepSettings,
+        jit_train_step,
+        make_train_step,
+        opt_state_shardings,
+        shardings_by_path,
+        state_shardings,
+    )
+
+    sizes = mesh_for(cfg, strategy, len(devices))
+    cfg = dataclasses.replace(
+        cfg, model=dataclasses.replace(cfg.model, remat=remat),
+        attention=dataclasses.replace(cfg.attention, strategy=strategy, kernel="splash"),
+        parallel=dataclasses.replace(cfg.parallel, mesh=sizes, cpu_devices=0))
+    res = PlanResult(strategy=strategy, remat=remat, seq_len=seq_len, topology=topo.libtpu_name,
+                     n_devices=len(devices), mesh=sizes, fits=False, capacity_bytes=topo.hbm_per_device,
+                     overrides=[f"attention.strategy={strategy}", f"model.remat={remat}",
+                                "parallel.mesh={" + ", ".join(f"{k}: {v}" for k, v in sizes.items()) + "}"])
+    mesh = make_mesh(cfg.parallel, devices)
+    try:
+        attend, used = make_attend(cfg, mesh)
+        check_seq_len(cfg, mesh, seq_len, used)
+    except (AttentionError, ConfigError) as e:
+        res.error = f"not applicable: {e}"
+        return res
+    mc = cfg.model
+    filt = trainable_filter(mc)
+    graphdef, abs_params, abs_frozen = nnx.split(abstract_model(mc), filt, ...)
+    p_sh, f_sh = state_shardings(abs_params, mesh), state_shardings(abs_frozen, mesh)
+    tx, _ = make_optimizer(cfg.train)
+    abs_opt = jax.eval_shape(tx.init, abs_params)
+    o_sh = opt_state_shardings(abs_opt, shardings_by_path(abs_params, p_sh), mesh)
+    rep = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+    state_sh = {"params": p_sh, "opt_state": o_sh, "step": rep}
+    sds = lambda tree: jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), tree)
+    state = {"params": sds(abs_params), "opt_state": sds(abs_opt), "step": jax.ShapeDtypeStruct((), np.int32)}
+    a = cfg.train.grad_accum
+    rows = max(cfg.data.batch_size, 1)
+    shape = (a, max(rows // a, 1), seq_len)
+    batch = {f: jax.ShapeDtypeStruct(shape, np.float32 if f == "weights" else np.int32) for f in BATCH_FIELDS}
+    settings = StepSettings(loss_chunk=cfg.train.loss_chunk, z_loss=cfg.train.z_loss, on_nan=cfg.train.on_nan)
+    step = jit_train_step(make_train_step(graphdef, tx, attend, mesh, settings), state_sh, f_sh, mesh)
+    res.params_bytes = per_device_bytes(abs_params, p_sh) + per_device_bytes(abs_frozen, f_sh)
+    res.opt_state_bytes = per_device_bytes(abs_opt, o_sh)
+    t0 = time.perf_counter()
+    try:
+        lowered = step.lower(state, sds(abs_frozen), batch)
+        compiled = lowered.compile()
+    except Exception as e:  # XLA's own OOM -> a readable answer; anything else is a real error
+        res.compile_s = time.perf_counter() - t0
+        msg = _oom(str(e))
+        if msg is None:
+            raise PlanError(f"compiling the {strategy} step for {topo.libtpu_name} failed: "
+                            f"{str(e).splitlines()[0][:300]}") from e
+        res.error = msg
+        _fill_estimate(res, cfg, mesh, topo, seq_len, shape, abs_params)
+        return res
+    res.compile_s = time.perf_counter() - t0
+    m = compiled.memory_analysis()
+    res.temp_bytes = float(m.temp_size_in_bytes)
+    res.argument_bytes = float(m.argument_size_in_bytes)
+    res.output_bytes = float(m.output_size_in_bytes)
+    res.alias_bytes = float(m.alias_size_in_bytes)
+    res.code_bytes = float(m.generated_code_size_in_bytes)
+    res.peak_bytes = res.argument_bytes + res.output_bytes - res.alias_bytes + res.temp_bytes + res.code_bytes
+    res.fits = res.peak_bytes <= topo.hbm_per_device
+    try:
+        hlo = compiled.as_text()
+        res.splash_in_hlo = "tpu_custom_call" in hlo
+    except Exception:
+        res.splash_in_hlo = None
+    _fill_estimate(res, cfg, mesh, topo, seq_len, shape, abs_params)
+    return res
+
+
+def _fill_estimate(res: PlanResult, cfg: RunConfig, mesh, topo: Topology, seq_len: int, shape, abs_params) -> None:
+    total_param_bytes = sum(math.prod(x.shape) * np.dtype(x.dtype).itemsize for x in jax.tree.leaves(abs_params))
+    shard = math.prod(mesh.shape.get(a, 1) for a in ("fsdp", "context", "context_ulysses", "data"))
+    est = estimate(cfg.model, strategy=res.strategy, remat=res.remat, seq_len=seq_len,
+                   tokens_per_step=shape[0] * shape[1] * seq_len, n_devices=mesh.size, cp=context_degree(mesh),
+                   shard_degree=shard, param_bytes_total=total_param_bytes,
+                   flops_per_device=topo.flops_per_device, ici_bandwidth=topo.gen.chip.ici_bandwidth)
+    res.model_flops_per_step = est.model_flops
+    res.step_time_s, res.compute_s, res.comm_s = est.step_s, est.compute_s, est.comm_s
+    res.mfu_at_estimate = est.mfu_at_estimate
+    res.assumptions = est.assumptions
