@@ -225,3 +225,29 @@ def test_broken_xref_table_is_repaired(backend):
     assert broken != data
     text, _ = pdf_text(broken, backend)
     assert text == "\n\n".join(PARAS[:8])
+
+
+def test_auto_kind_on_a_mixed_folder(tmp_path):
+    root = tmp_path / "mixed"
+    (root / "repo" / ".git").mkdir(parents=True)
+    (root / "repo" / "main.py").write_text("print(1)\n")
+    (root / "books").mkdir()
+    (root / "books" / "one.pdf").write_bytes(book_pdf("One", "A", PARAS[:3]))
+    (root / "books" / "two.pdf").write_bytes(book_pdf("Two", "A", PARAS[3:6]))
+    (root / "notes").mkdir()
+    (root / "notes" / "a.md").write_text("# A\n\nnote a\n")
+    (root / "notes" / "b.txt").write_text("note b\n")
+    (root / "page.html").write_text("<p>hello</p>")
+    (root / "ops.jsonl").write_text('{"text": "x"}\n')
+    (root / "law.zip").write_bytes(b"")
+    for i in range(5):  # python files next to documents do not make the folder a repository
+        (root / f"tool{i}.py").write_text("x = 1\n")
+    jobs, bad = resolve_sources([(str(root), "auto", None)], ExtractConfig(), LimitsConfig())
+    got = {(os.path.relpath(j.path, root), j.kind, j.collection) for j in jobs}
+    assert ("repo", "code", "repo") in got
+    assert ("books/one.pdf", "pdf", "one") in got and ("books/two.pdf", "pdf", "two") in got
+    assert ("notes/a.md", "text", "notes") in got and ("notes/b.txt", "text", "notes") in got
+    assert ("page.html", "html", "mixed") in got and ("ops.jsonl", "jsonl", "ops") in got
+    assert ("law.zip", "legal", "law") in got and ("tool0.py", "text", "mixed") in got
+    forced, _ = resolve_sources([(str(root / "notes"), "text", "N")], ExtractConfig(), LimitsConfig())
+    assert [(j.kind, j.collection) for j in forced] == [("text", "N"), ("text", "N")]
