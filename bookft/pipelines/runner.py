@@ -1,0 +1,214 @@
+"""`run_pipeline(path)`: one scheduled refresh of a corpus, safe to start from cron at any time.
+
+Order of a run (each step's failure is reported with the exit code below):
+    load + validate config                        -> 2 on any ConfigError
+    take the corpus lock (runs/lock, flock)       -> 3 when another refresh holds it (or wait: --wait)
+    plan: resolve sources, content hashes, diff   -> nothing changed: publish nothing, exit 0
+    build_corpus with the extraction/token caches (only added/changed sources are extracted)
+    validate the staged version (bookft.pipelines.validate) -> 1, nothing published
+    same data as current (data hash, tokenizer, seq_len)? discard it: exit 0, nothing published
+    publish: rename versions/.tmp-* -> versions/NNNN, switch `current` by rename (in build_corpus)
+    prune versions beyond `retention` (never current, never a leased one)
+    post-steps: eval on a named checkpoint      -> 5 if it fails (the version stays published)
+    log one JSON line in CORPUS_DIR/runs/log.jsonl (+ the status file)
+
+Exit codes (for schedulers to alert on):
+    0 ok: published a new version, or nothing changed       3 locked: another refresh is running
+    1 failed: nothing published, `current` untouched         4 partial: done, but sources failed or
+    2 config error: the pipeline YAML is wrong                 are missing (non-strict)
+                                                             5 published, but a post-step failed
+A kill -9 at any point leaves `current` on the previous version (build_corpus writes aside and
+renames); the next run takes over the lock and reuses every cached extraction.
+
+Test hook: BOOKFT_TEST_CRASH_AT=extract|pack|write|publish|prune makes the run os._exit(137) at
+that point (after the first fresh extraction, before packing, mid-write, just before the rename,
+after the rename but before pruning).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import time
+import traceback
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bookft.corpus.store import check_corpus_dir, version_numbers
+from bookft.errors import BookftError, ConfigError, CorpusError, PipelineError
+from bookft.pipelines.config import PipelineConfig, load_pipeline
+from bookft.pipelines.lock import Locked, RunLock, leased_versions
+from bookft.pipelines.plan import plan_refresh
+from bookft.pipelines.runlog import append_record, write_status_file
+from bookft.pipelines.validate import validate_version
+
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_LOCKED, EXIT_PARTIAL, EXIT_POST_FAILED = 0, 1, 2, 3, 4, 5
+CRASH_ENV = "BOOKFT_TEST_CRASH_AT"
+
+
+def crash_point(name: str) -> None:
+    if os.environ.get(CRASH_ENV) == name:
+        os._exit(137)
+
+
+class RunProgress:
+    """Forwards build_corpus's progress calls and fires the crash points tied to its phases."""
+
+    def __init__(self, inner=None) -> None:
+        self.inner = inner
+        self.phase = ""
+        self.calls = 0
+
+    def start(self, phase: str, total: int | None = None, unit: str = "") -> None:
+        self.phase, self.calls = phase, 0
+        if self.inner is not None:
+            self.inner.start(phase, total, unit)
+
+    def advance(self, n: int = 1, **counters) -> None:
+        self.calls += 1
+        if self.inner is not None:
+            self.inner.advance(n, **counters)
+        if self.phase == "extract" and self.calls == 2:  # call 1 = the cached batch, 2 = first fresh one
+            crash_point("extract")
+        if self.phase == "write" and self.calls == 1:
+            crash_point("write")
+
+    def end(self) -> None:
+        if self.inner is not None:
+            self.inner.end()
+        if self.phase == "tokenize":
+            crash_point("pack")
+
+
+def prune_versions(root: Path, retention: int) -> list[str]:
+    """Delete versions beyond the newest `retention`, except current's and leased ones. A version is renamed
+    aside first (versions/.tmp-PID-prune-NNNN) so nobody ever resolves a half-deleted folder."""
+    names = [f"{n:04d}" for n in version_numbers(root)]
+    keep = set(names[-retention:]) | leased_versions(root)
+    cur = os.path.realpath(root / "current")
+    keep.add(os.path.basename(cur))
+    removed = []
+    for name in names:
+        if name in keep:
+            continue
+        aside = root / "versions" / f".tmp-{os.getpid()}-prune-{name}"
+        os.rename(root / "versions" / name, aside)
+        shutil.rmtree(aside, ignore_errors=True)
+        removed.append(name)
+    return removed
+
+
+def _same_data(a: dict, b: dict | None) -> bool:
+    if b is None:
+        return False
+    keys = ("data_hash", "seq_len", "segments", "loss_weights")
+    return all(a.get(k) == b.get(k) for k in keys) and a["tokenizer"]["fingerprint"] == b["tokenizer"]["fingerprint"]
+
+
+def _failed_sources(entries: list[dict]) -> list[dict]:
+    return [{"source": e["source"], "reason": e["reason"]} for e in entries if e["status"] == "failed"]
+
+
+def refresh(p: PipelineConfig, icfg, record: dict, progress=None) -> int:
+    """The locked part of a run; fills `record` and returns the exit code."""
+    root = Path(icfg.out)
+    plan = plan_refresh(icfg)
+    prev = plan.previous
+    record["previous_version"] = prev.get("version") if prev else None
+    record["version"] = record["previous_version"]
+    record["counts"] = {**plan.counts(), "documents_extracted": 0, "failed_sources": 0}
+    record["missing"] = plan.missing
+    if p.strict and plan.missing:
+        raise PipelineError(f"strict: {len(plan.missing)} source(s) missing: "
+                            + "; ".join(f"{m['source']}: {m['reason']}" for m in plan.missing[:10]))
+    if plan.nothing_to_do:
+        failed = _failed_sources(prev.get("sources", []))
+        record["counts"]["failed_sources"] = len(failed)
+        record["result"] = "unchanged"
+        record["detail"] = "no source or setting changed: nothing extracted, nothing published"
+        return EXIT_PARTIAL if failed else EXIT_OK
+
+    checked: dict = {}
+
+    def before_publish(staged: Path, manifest: dict) -> bool:
+        failed = _failed_sources(manifest["sources"])
+        if p.strict and failed:
+            raise PipelineError(f"strict: {len(failed)} source(s) failed: "
+                                + "; ".join(f"{f['source']}: {f['reason']}" for f in failed[:10]))
+        checked.update(validate_version(staged, manifest, prev, p.validate_))
+        if _same_data(manifest, prev):
+            return False
+        crash_point("publish")
+        return True
+
+    from bookft.ingest.build import build_corpus
+
+    m = build_corpus(icfg, RunProgress(progress), before_publish=before_publish)
+    failed = _failed_sources(m["sources"])
+    record["counts"]["documents_extracted"] = m["work"].get("documents_extracted", 0)
+    record["counts"]["failed_sources"] = len(failed)
+    record["failed"] = failed[:100]
+    record["work"] = m["work"]
+    record["validation"] = checked
+    if m["path"] is None:
+        record["result"] = "unchanged"
+        record["detail"] = "sources changed but the built data is identical to current: nothing published"
+        return EXIT_PARTIAL if failed else EXIT_OK
+    record["version"] = m["version"]
+    record["path"] = m["path"]
+    record["published"] = True
+    crash_point("prune")
+    record["pruned"] = prune_versions(root, p.retention)
+    record["result"] = "partial" if failed else "ok"
+    code = EXIT_PARTIAL if failed else EXIT_OK
+    if p.post.eval.enabled:
+        from bookft.pipelines.post import run_eval_step
+
+        record["post"] = {"eval": run_eval_step(p.post.eval, Path(m["path"]), root, m["version"])}
+        if not record["post"]["eval"]["ok"]:
+            record["result"] = "post_failed"
+            code = EXIT_POST_FAILED
+    return code
+
+
+def run_pipeline(path: str | Path, *, wait: bool = False, wait_timeout: float | None = None,
+                 overrides: list[str] | tuple[str, ...] = (), progress=None) -> tuple[int, dict]:
+    """Run one refresh; returns (exit code, run record). Never raises for a run that went wrong: the
+    record says what happened (ConfigError is the exception: exit code 2, nothing logged)."""
+    t0 = time.perf_counter()
+    record: dict = {"pipeline": Path(path).stem, "run_id": uuid.uuid4().hex[:12],
+                    "started": datetime.now(UTC).isoformat(timespec="seconds"), "host": socket.gethostname(),
+                    "pid": os.getpid(), "definition": str(path), "published": False}
+    try:
+        p, icfg = load_pipeline(path, overrides)
+        root = Path(icfg.out)
+        check_corpus_dir(root)
+    except (ConfigError, CorpusError) as e:
+        record.update(result="config_error", exit_code=EXIT_CONFIG, error=str(e))
+        return EXIT_CONFIG, record
+    record["pipeline"] = p.name
+    record["corpus"] = str(root)
+    try:
+        with RunLock(root, p.name, wait=wait, timeout=wait_timeout) as lock:
+            if lock.previous.get("pid"):
+                record["took_over_lock_from"] = lock.previous
+            code = refresh(p, icfg, record, progress)
+    except Locked as e:
+        record.update(result="locked", error=str(e))
+        code = EXIT_LOCKED
+    except BookftError as e:
+        record.update(result="failed", error=f"{type(e).__name__}: {e}")
+        code = EXIT_FAILED
+    except Exception as e:  # a bug: still a failed run the scheduler must see, with where it happened
+        tb = traceback.extract_tb(e.__traceback__)[-1]
+        record.update(result="failed", error=f"{type(e).__name__}: {e} (at {tb.filename}:{tb.lineno})")
+        code = EXIT_FAILED
+    record["exit_code"] = code
+    record["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
+    record["duration_s"] = round(time.perf_counter() - t0, 3)
+    append_record(root, record)
+    if p.post.status_file:
+        write_status_file(p.post.status_file, record)
+    return code, record

@@ -1,0 +1,75 @@
+"""Checks a staged corpus version must pass before it is published (and what a reader relies on).
+
+Checked, with the problem named: the manifest's counts against the data on disk (documents,
+sequences, tokens), every sequence exactly seq_len tokens and none empty, no zero-length piece, the
+tokenizer file's fingerprint against the manifest's, the tokenizer unchanged from `current`'s
+unless allowed, and the configured minimum documents / sequences. The staged version is then
+opened with the ordinary reader and its first and last sequences read.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from bookft.errors import PipelineError
+from bookft.pipelines.config import ValidateConfig
+
+
+def _tables(folder: Path) -> list[pa.Table]:
+    state = json.loads((folder / "state.json").read_text())
+    return [pa.ipc.open_stream(pa.memory_map(str(folder / f["filename"]), "r")).read_all()
+            for f in state["_data_files"]]
+
+
+def validate_version(staged: Path, manifest: dict, previous: dict | None, vc: ValidateConfig) -> dict:
+    """Raise PipelineError listing every problem; return the figures checked."""
+    from bookft.corpus import open_corpus
+    from bookft.ingest.tokenize import fingerprint, load_tokenizer
+
+    problems: list[str] = []
+    c = manifest["counts"]
+    seq_len = int(manifest["seq_len"])
+    seqs = _tables(staged / "sequences")
+    docs = _tables(staged / "documents")
+    n_seq = sum(t.num_rows for t in seqs)
+    n_doc = sum(t.num_rows for t in docs)
+    tokens = empty = bad_len = zero_piece = 0
+    for t in seqs:
+        lens = pc.list_value_length(t.column("input_ids"))
+        bad_len += int(pc.sum(pc.not_equal(lens, seq_len)).as_py() or 0)
+        pieces = t.column("doc_lengths")
+        empty += int(pc.sum(pc.equal(pc.list_value_length(pieces), 0)).as_py() or 0)
+        flat = pc.list_flatten(pieces)
+        tokens += int(pc.sum(flat).as_py() or 0)
+        zero_piece += int(pc.sum(pc.less_equal(flat, 0)).as_py() or 0)
+    if n_seq != c["sequences"]:
+        problems.append(f"sequences: manifest says {c['sequences']}, data has {n_seq}")
+    if n_doc != c["documents"]:
+        problems.append(f"documents: manifest says {c['documents']}, data has {n_doc}")
+    if tokens != c["tokens"]:
+        problems.append(f"tokens: manifest says {c['tokens']}, sequences hold {tokens}")
+    if bad_len:
+        problems.append(f"{bad_len} sequence(s) not exactly seq_len={seq_len} tokens")
+    if empty or zero_piece:
+        problems.append(f"{empty} empty sequence(s), {zero_piece} zero-length piece(s)")
+    if n_doc < vc.min_documents or n_seq < vc.min_sequences:
+        problems.append(f"{n_doc} documents / {n_seq} sequences: below validate.min_documents="
+                        f"{vc.min_documents} / min_sequences={vc.min_sequences}")
+    fp = manifest["tokenizer"]["fingerprint"]
+    if fingerprint(load_tokenizer(staged / "tokenizer" / "tokenizer.json")) != fp:
+        problems.append("tokenizer/tokenizer.json does not match the manifest's fingerprint")
+    if previous is not None and previous["tokenizer"]["fingerprint"] != fp and not vc.allow_tokenizer_change:
+        problems.append(f"tokenizer fingerprint changed from current version {previous.get('version')} "
+                        f"({previous['tokenizer']['fingerprint'][:12]} -> {fp[:12]}); checkpoints trained on "
+                        "it would not match; set validate.allow_tokenizer_change: true if intended")
+    if not problems:
+        corpus = open_corpus(staged)
+        for i in {0, len(corpus) - 1}:
+            corpus.sequence(i)
+    if problems:
+        raise PipelineError(f"validation of the new version failed: {'; '.join(problems)}")
+    return {"sequences": n_seq, "documents": n_doc, "tokens": tokens, "fingerprint": fp}
