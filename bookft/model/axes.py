@@ -7,7 +7,9 @@ Design choices:
 - `constrain` is a no-op unless `use_rules(mesh, rules)` is active (a contextvar, so nested and
   thread-safe). `bookft.parallel` owns the rules table: {logical name: mesh axis | tuple | None}.
 - A logical name missing from an active rules table is an error (a typo must not silently mean
-  "replicated"); map it to None to replicate.
+  "replicated"); map it to None (or ()) to replicate.
+- Rules are read when a function is traced: activate them around the first call of a jitted step
+  (jax's jit cache does not see the contextvar, so a function traced without rules keeps none).
 """
 
 from __future__ import annotations

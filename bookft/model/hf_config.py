@@ -87,6 +87,8 @@ def config_from_hf(hf: dict[str, Any], where: str = "config.json", **knobs: Any)
         }
     except KeyError as e:
         raise ModelError(f"{where}: missing key {e.args[0]!r}") from None
+    if fields["head_dim"] is not None and int(fields["head_dim"]) * heads == fields["hidden_size"]:
+        fields["head_dim"] = None  # the implied value: keep configs comparable
     fields["rope"] = _rope_from_hf(hf, where)
     fields.update(knobs)
     try:
