@@ -25,11 +25,17 @@ KERNELS = {"splash": SplashKernel, "xla": XlaKernel, "reference": ReferenceKerne
 
 
 def _platform(mesh) -> str:
-    if mesh is not None:
-        return mesh.devices.flat[0].platform
+    """Platform the program is compiled for: the mesh's devices (TPU topology devices when AOT
+    compiling on a CPU host), else the default backend."""
     import jax
 
-    return jax.default_backend()
+    abstract = getattr(mesh, "abstract_device", None)  # AbstractMesh built with a device kind
+    if abstract is not None:
+        return abstract.platform
+    try:
+        return mesh.devices.flat[0].platform
+    except (AttributeError, IndexError, TypeError):
+        return jax.default_backend()
 
 
 def make_attention(

@@ -1,11 +1,11 @@
 """Zig-zag causal load balancing and the chunk layout every strategy agrees on.
 
 Design choices:
-- The sequence is cut into 2*cp equal chunks. Balanced ("zig-zag") order gives context rank r the
-  chunks r and 2cp-1-r, so every rank owns one early and one late chunk and the causal work per rank
-  is equal. The data path applies `load_balance` once (tokens, targets, positions, segment ids, loss
-  weights); attention never reorders activations, it only needs to know which global chunk each
-  local chunk is (`shard_chunk_ids`).
+- The sequence is cut into 2*cp equal chunks (plain order: cp chunks, one per shard). Balanced
+  ("zig-zag") order gives context rank r the chunks r and 2cp-1-r, so every rank owns one early and
+  one late chunk and the causal work per rank is equal. The data path applies `load_balance` once
+  (tokens, targets, positions, segment ids, loss weights); attention never reorders activations, it
+  only needs to know which global chunk each local chunk is (`shard_chunk_ids`).
 - Chunks may be cut further into `sub` sub-chunks (kernels that like bounded tiles, e.g. splash masks
   built per chunk pair, never for the global S x S); sub-chunk id = chunk id * sub + j keeps global
   order, which is all the causal mask needs.
@@ -54,9 +54,15 @@ def unbalance(x, cp: int, axis: int = 1):
     return _reorder(x, cp, axis, np.argsort(zigzag_order(cp)).astype(np.int32))
 
 
+def chunks_per_shard(balanced: bool) -> int:
+    """Zig-zag needs 2 chunks per context shard; plain order needs 1 (S divisible by cp)."""
+    return 2 if balanced else 1
+
+
 def shard_chunk_ids(cp: int, balanced: bool, sub: int = 1) -> np.ndarray:
-    """[cp, 2*sub] global (sub-)chunk ids held by each context shard, in stored order."""
-    order = zigzag_order(cp) if balanced else np.arange(2 * cp, dtype=np.int32)
-    per_shard = order.reshape(cp, 2)
+    """[cp, n*sub] global (sub-)chunk ids held by each context shard in stored order (n = 2 zig-zag, 1 plain)."""
+    n = chunks_per_shard(balanced)
+    order = zigzag_order(cp) if balanced else np.arange(cp, dtype=np.int32)
+    per_shard = order.reshape(cp, n)
     ids = per_shard[:, :, None] * sub + np.arange(sub, dtype=np.int32)[None, None, :]
-    return ids.reshape(cp, 2 * sub).astype(np.int32)
+    return ids.reshape(cp, n * sub).astype(np.int32)

@@ -3,7 +3,7 @@
 Design choices:
 - `Spec` is frozen and built once by make_attention; strategies are functions of it.
 - Checks raise AttentionError at trace time (shapes are known only then), before any compile.
-- Chunking: the sequence is cut into 2*cp chunks (the zig-zag unit), each cut into `sub` sub-chunks
+- Chunking: the sequence is cut into 2*cp chunks (the zig-zag unit; cp in plain order), each cut into `sub` sub-chunks
   so that a chunk pair stays at most MAX_CHUNK tokens (bounded per-pair kernel tiles and splash mask
   metadata, even for the local or ulysses strategies that see the whole sequence).
 - shard_map runs with check_vma=False (splash's Pallas call needs it). On a mesh with Explicit axes
@@ -21,6 +21,7 @@ import jax.numpy as jnp
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from bookft.attention.balance import chunks_per_shard
 from bookft.errors import AttentionError
 
 MAX_CHUNK = 32768
@@ -63,10 +64,11 @@ def check_inputs(spec: Spec, q, k, v, segment_ids, cp: int) -> None:
         raise AttentionError(f"{name}: {Hq} q heads are not a multiple of {k.shape[2]} kv heads")
     if segment_ids is not None and segment_ids.shape != (B, S):
         raise AttentionError(f"{name}: segment_ids shape {segment_ids.shape} != (B, S) = {(B, S)}")
-    if S % (2 * cp):
+    n = chunks_per_shard(spec.load_balanced)
+    if S % (n * cp):
+        what = f"2 * context parallelism = {2 * cp} (zig-zag)" if n == 2 else f"context parallelism {cp}"
         raise AttentionError(
-            f"{name}: sequence length {S} is not divisible by 2 * context parallelism = {2 * cp}; "
-            "choose data.seq_len as a multiple of it"
+            f"{name}: sequence length {S} is not divisible by {what}; choose data.seq_len as a multiple of it"
         )
     if B % spec.batch_size:
         raise AttentionError(
@@ -76,15 +78,15 @@ def check_inputs(spec: Spec, q, k, v, segment_ids, cp: int) -> None:
 
 
 def chunking(spec: Spec, seq_len: int, cp: int) -> tuple[int, int]:
-    """-> (sub, chunk): each of the 2*cp zig-zag chunks is cut into `sub` chunks of `chunk` tokens."""
-    sub, chunk = 1, seq_len // (2 * cp)
+    """-> (sub, chunk): each of the n*cp layout chunks is cut into `sub` chunks of `chunk` tokens."""
+    sub, chunk = 1, seq_len // (chunks_per_shard(spec.load_balanced) * cp)
     while chunk > MAX_CHUNK and chunk % 2 == 0 and spec.kernel.check_chunk(chunk // 2) is None:
         sub, chunk = sub * 2, chunk // 2
     problem = spec.kernel.check_chunk(chunk)
     if problem:
         raise AttentionError(
             f"attention strategy {spec.strategy!r}, kernel {spec.kernel.name!r}: {problem} "
-            f"(sequence {seq_len} = 2 * cp {cp} * {sub} chunks of {chunk})"
+            f"(sequence {seq_len} = cp {cp} * {chunks_per_shard(spec.load_balanced)} * {sub} chunks of {chunk})"
         )
     return sub, chunk
 

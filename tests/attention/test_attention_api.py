@@ -27,7 +27,7 @@ def test_load_balance_is_zigzag_and_inverts():
     z = jnp.arange(48.0).reshape(2, 24)
     np.testing.assert_array_equal(unbalance(load_balance(z, 2, axis=1), 2, axis=1), z)
     assert shard_chunk_ids(4, True).tolist() == [[0, 7], [1, 6], [2, 5], [3, 4]]
-    assert shard_chunk_ids(2, False, sub=2).tolist() == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert shard_chunk_ids(2, False, sub=2).tolist() == [[0, 1], [2, 3]]  # plain: one chunk per shard
     with pytest.raises(AttentionError, match="not divisible by 2\\*cp=8"):
         load_balance(np.zeros((1, 20)), 4)
 
@@ -57,6 +57,10 @@ def test_errors_are_clear():
         _abstract_call(make_attention("ulysses", "xla", m, block_q=8, block_kv=8), hq=6, hkv=2)
     with pytest.raises(AttentionError, match="multiple of 128"):
         _abstract_call(make_attention("ring", "splash", m), S=256)  # 32-token chunks
+    with pytest.raises(AttentionError, match="length 60 is not divisible by context parallelism 8"):
+        _abstract_call(make_attention("ring", "xla", mesh((1, 8), ("data", "context")), load_balanced=False), S=60)
+    assert _abstract_call(make_attention("ring", "xla", m, load_balanced=False, block_q=5, block_kv=5),
+                          S=60).shape[1] == 60  # plain order needs only S % cp == 0
     with pytest.raises(AttentionError, match="not divisible by block_q"):
         _abstract_call(make_attention("ring", "xla", m, block_q=3, block_kv=3), S=64)
     assert issubclass(AttentionError, ConfigError)  # the CLI prints it without a traceback
