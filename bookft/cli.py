@@ -37,6 +37,7 @@ def _register() -> None:
     from bookft.train.commands import register as register_train; register_train(app)  # noqa: E702, I001
     from bookft.plan.commands import register as register_plan; register_plan(app)  # noqa: E702, I001
     from bookft.pipelines.commands import register as register_pipeline; register_pipeline(app)  # noqa: E702, I001
+    from bookft.model.commands import register as register_model; register_model(app)  # noqa: E702, I001
 
 
 _register()
