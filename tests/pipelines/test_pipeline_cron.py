@@ -55,3 +55,24 @@ def test_invalid(expr, words):
     with pytest.raises(ConfigError) as e:
         parse_cron(expr)
     assert words in str(e.value)
+
+
+def test_deploy_examples_match_the_sample_schedule():
+    import yaml
+    from pipeline_helpers import REPO
+
+    from bookft.pipelines import load_pipeline
+
+    p, icfg = load_pipeline(REPO / "pipelines" / "sample.yaml")
+    assert p.name == "sample" and icfg.out == "data/sample" and icfg.sample is not None
+    deploy = REPO / "pipelines" / "deploy"
+    line = [ln for ln in (deploy / "crontab").read_text().splitlines() if ln[:1].isdigit()][0]
+    assert " ".join(line.split()[:5]) == p.schedule and "pipelines/sample.yaml" in line
+    job = yaml.safe_load((deploy / "cronjob.yaml").read_text())
+    assert job["kind"] == "CronJob" and job["spec"]["schedule"] == p.schedule
+    assert job["spec"]["concurrencyPolicy"] == "Forbid"
+    timer = (deploy / "bookft-pipeline@.timer").read_text()
+    s = parse_cron(p.schedule)
+    (h,), (m,) = s.hours, s.minutes
+    assert f"OnCalendar=*-*-* {h:02d}:{m:02d}:00" in timer
+    assert "SuccessExitStatus=3" in (deploy / "bookft-pipeline@.service").read_text()
