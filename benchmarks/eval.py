@@ -108,7 +108,7 @@ def main() -> None:
                "model": "configs/models/tiny.yaml", "note": "2 CPU cores shared with other jobs"}
     table = Table(title="bookft eval benchmark (CPU)")
     for col in ("what", "length / grid", "batch", "seconds", "tokens/s", "notes"):
-        table.add_column(col, justify="right" if col not in ("what", "notes") else "left")
+        table.add_column(col, justify="right" if col not in ("what", "notes") else "left", no_wrap=col == "what")
     for r in rows:
         if r["what"].startswith("teacher_forced"):
             table.add_row(r["what"], str(r["length"]), str(r["batch"]), f"{r['seconds']:.3f}",

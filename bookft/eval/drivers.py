@@ -2,8 +2,10 @@
 
 Design choices:
 - `model_logits_fn` runs the full forward pass (hidden [B,S,D]) but applies the LM head only to
-  the last `tail` positions, so memory stays O(S*D), never O(S*V) (128K vocab x 1M tokens would
-  be 512 GB in fp32).
+  the `tail` positions before the end of the real tokens (padding after them can be a whole
+  block per chunk), so memory stays O(S*D), never O(S*V) (128K vocab x 1M tokens would be 512 GB
+  in fp32). It returns (logits, start): the window's first position, a traced scalar, so one
+  compiled program serves every batch of a length.
 - With a mesh whose context axes are larger than 1, the sequence is zig-zag load-balanced before
   the forward (tokens, positions, segment ids together, as the train data path does) and the
   hidden states are put back in order before the tail is taken; the attention function comes from
@@ -91,8 +93,10 @@ def pad_attend(attend, rule: LengthRule):
 
 
 def model_logits_fn(model, *, attend=None, tail: int = 512, mesh=None, load_balanced: bool = False):
-    """logits_fn(input_ids, positions, segment_ids) -> logits [B, min(tail,S), V] float32."""
+    """logits_fn(input_ids, positions, segment_ids) -> (logits [B, T, V] float32, start), T = min(tail, S):
+    positions start..start+T-1, ending where the last real token (segment id > 0) of the batch ends."""
     import jax
+    import jax.numpy as jnp
     from flax import nnx
 
     graphdef, state = nnx.split(model)
@@ -101,16 +105,20 @@ def model_logits_fn(model, *, attend=None, tail: int = 512, mesh=None, load_bala
     if balance:
         from bookft.attention.balance import load_balance, unbalance
 
-    def forward(state, ids, pos, seg):
+    def forward(state, ids, pos, seg, start):
         m = nnx.merge(graphdef, state)
         h = m(ids, pos, seg, attend=attend)  # [B,S,D]
         if balance:
             h = unbalance(h, cp, axis=1)
-        return m.logits(h[:, -min(tail, h.shape[1]):])  # [B,T,V]
+        window = jax.lax.dynamic_slice_in_dim(h, start, min(tail, h.shape[1]), axis=1)  # [B,T,D]
+        return m.logits(window)  # [B,T,V]
 
     fwd = jax.jit(forward)
 
-    def logits_fn(ids: np.ndarray, pos: np.ndarray, seg: np.ndarray) -> np.ndarray:
+    def logits_fn(ids: np.ndarray, pos: np.ndarray, seg: np.ndarray):
+        s = ids.shape[1]
+        end = int((np.asarray(seg) > 0).sum(axis=1).max())  # padding comes after the real tokens
+        start = max(0, min(end, s) - min(tail, s))
         if balance:
             ids, pos, seg = (load_balance(x, cp, axis=1) for x in (ids, pos, seg))
         if mesh is not None:
@@ -119,7 +127,8 @@ def model_logits_fn(model, *, attend=None, tail: int = 512, mesh=None, load_bala
             axes = tuple(a for a in CONTEXT_AXES if a in mesh.shape) or None
             sharding = NamedSharding(mesh, PartitionSpec(None, axes))
             ids, pos, seg = (jax.device_put(x, sharding) for x in (ids, pos, seg))
-        return np.asarray(fwd(state, ids, pos, seg), dtype=np.float32)
+        out = fwd(state, ids, pos, seg, jnp.int32(start))
+        return np.asarray(out, dtype=np.float32), start
 
     return logits_fn
 

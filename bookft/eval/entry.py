@@ -21,7 +21,7 @@ from typing import Any
 from rich.console import Console
 
 from bookft.config import apply_overrides, deep_merge, from_dict, parse_override, read_yaml
-from bookft.errors import EvalError
+from bookft.errors import CorpusError, EvalError
 from bookft.eval.config import EvalConfig
 from bookft.eval.drivers import (
     context_degree,
@@ -88,7 +88,7 @@ def _checkpoint_tokenizer(run_dir: Path, run_config) -> Path:
             from bookft.corpus import open_corpus  # type: ignore[attr-defined]
 
             return Path(open_corpus(corpus).tokenizer_path)
-        except ImportError:
+        except (ImportError, CorpusError):  # not a full corpus: look for its tokenizer file
             cand = Path(corpus) / "current" / "tokenizer" / "tokenizer.json"
             if cand.is_file():
                 return cand

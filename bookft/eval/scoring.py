@@ -4,8 +4,9 @@ Design choices:
 - The teacher-forced scorer only needs `logits_fn(input_ids [B,S], positions [B,S],
   segment_ids [B,S]) -> logits [B,T,V]`, so it runs against our model with any attention strategy,
   or against a stub in tests. T may be smaller than S: the logits are then those of the last T
-  positions (the model driver does this so a 1M-token prompt never materializes [S, V]; the answer
-  always sits at the end).
+  positions; or logits_fn returns `(logits, start)` for positions start..start+T-1 (the model
+  driver does this so a 1M-token prompt never materializes [S, V]; the answer sits at the end of
+  the real tokens, before any block padding).
 - Samples of one cell length batch together; shorter samples (the tokenizer left a gap of a token
   or two) are padded after the answer with segment id 0, which a causal model never attends to
   from earlier positions.
@@ -59,17 +60,20 @@ def teacher_forced(logits_fn: LogitsFn, samples: Sequence[Sample], seq_len: int,
                    pad_id: int = 0) -> list[dict]:
     """Per sample: exact (0/1), token_accuracy, predicted ids of the answer."""
     ids, pos, seg = pack_batch(samples, seq_len, pad_id)
-    logits = np.asarray(logits_fn(ids, pos, seg))
+    out_fn = logits_fn(ids, pos, seg)
+    logits, offset = (out_fn[0], out_fn[1]) if isinstance(out_fn, tuple) else (out_fn, None)
+    logits = np.asarray(logits)
     if logits.ndim != 3 or logits.shape[0] != len(samples) or logits.shape[1] > seq_len:
         raise EvalError(f"logits_fn returned shape {logits.shape}; expected [B={len(samples)}, T<={seq_len}, V]")
-    offset = seq_len - logits.shape[1]  # logits[:, t] belongs to position offset + t
+    if offset is None:
+        offset = seq_len - logits.shape[1]  # logits[:, t] belongs to position offset + t
     out = []
     for i, s in enumerate(samples):
         a0, a1 = s.answer_span
-        if a0 - 1 < offset:
+        if a0 - 1 < offset or a1 - 1 > offset + logits.shape[1]:
             raise EvalError(
-                f"logits cover only the last {logits.shape[1]} positions but the answer starts "
-                f"{seq_len - a0 + 1} positions from the end; raise eval.logits_tail")
+                f"logits cover positions {offset}..{offset + logits.shape[1] - 1} but the answer needs "
+                f"{a0 - 1}..{a1 - 2}; raise eval.logits_tail")
         pred = logits[i, a0 - 1 - offset:a1 - 1 - offset].argmax(-1)
         target = s.input_ids[a0:a1]
         hits = pred == target

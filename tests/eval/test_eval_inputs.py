@@ -114,3 +114,29 @@ def test_hf_folder_tokenizer_with_chat_template(tmp_path, bpe):
     no_template = EvalTokenizer.load(bpe.tok)
     with pytest.raises(EvalError, match="chat_template"):
         build_sample(inst, hay, no_template, 1000, 50, chat=True)
+
+
+def test_checkpoint_subject_against_the_train_contract(tmp_path, monkeypatch, bpe):
+    """--checkpoint: load_params(run_dir) -> (model, run_config); tokenizer from the run or its corpus."""
+    import bookft.train.checkpoint as ckpt
+    from bookft.eval.entry import load_subject
+    from bookft.train.config import RunConfig
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    corpus = tmp_path / "corpus"
+    (corpus / "versions" / "0001" / "tokenizer").mkdir(parents=True)
+    (corpus / "current").symlink_to("versions/0001")
+    bpe.tok.save(str(corpus / "versions" / "0001" / "tokenizer" / "tokenizer.json"))
+    cfg = from_dict(RunConfig, {"name": "r1", "data": {"corpus": str(corpus)}})
+    monkeypatch.setattr(ckpt, "load_params", lambda d: ("MODEL", cfg), raising=False)
+    model, tok, model_config, run_config, info = load_subject(str(run_dir), None, None)
+    assert model == "MODEL" and run_config is cfg and model_config is cfg.model
+    assert tok.fingerprint == bpe.fingerprint and info == {"checkpoint": str(run_dir), "run": "r1"}
+    with pytest.raises(EvalError, match="exactly one of"):
+        load_subject(str(run_dir), "hf", None)
+    with pytest.raises(EvalError, match="not found"):
+        load_subject(str(tmp_path / "missing"), None, None)
+    monkeypatch.delattr(ckpt, "load_params")
+    with pytest.raises(EvalError, match="load_params is not available"):
+        load_subject(str(run_dir), None, None)

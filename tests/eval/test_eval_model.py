@@ -59,7 +59,8 @@ def test_ring_tail_logits_match_reference_and_scorers_agree(setup):
         return ring(i, p, sg)
 
     tf = teacher_forced(recording, samples, 256)
-    got = ring(ids, np.broadcast_to(np.arange(256, dtype=np.int32), ids.shape), np.ones_like(ids))
+    got, start = ring(ids, np.broadcast_to(np.arange(256, dtype=np.int32), ids.shape), np.ones_like(ids))
+    assert start == 256 - 32
     np.testing.assert_allclose(got, want, atol=2e-4, rtol=2e-4)
     # the first answer token: teacher-forced argmax == first greedy token (KV cache, padded local xla)
     local = AttentionConfig(strategy="local", kernel="xla", block_q=32, block_kv=32)

@@ -77,3 +77,29 @@ def test_logits_tail_and_padding(bpe):
     assert seg.shape == (1, 320)  # 300 rounded up to a multiple of 64
     n = int(seg[0].sum())
     assert n <= 300 and np.all(seg[0, n:] == 0) and np.array_equal(pos[0, :n], np.arange(n))
+
+
+def test_logits_window_with_start(bpe):
+    """A logits_fn may return (logits, start): a window ending at the real tokens, before padding."""
+    from bookft.eval.haystack import build_haystack
+    from bookft.eval.placement import build_sample
+    from bookft.eval.scoring import teacher_forced
+    from bookft.eval.tasks import make_task
+
+    hay = build_haystack("essay", bpe, 0, 800)
+    samples = [build_sample(make_task(EvalConfig(), 0, d), hay, bpe, 300, d) for d in (0.0, 100.0)]
+
+    def window(ids, pos, seg):  # a "model" that predicts the true next token, from a 32-token window
+        end = int(seg.sum(1).max())
+        logits = np.zeros((ids.shape[0], 32, bpe.vocab_size))
+        for t in range(32):
+            nxt = ids[:, end - 32 + t + 1] if end - 32 + t + 1 < ids.shape[1] else 0
+            logits[np.arange(ids.shape[0]), t, nxt] = 1.0
+        return logits, end - 32
+
+    scores = teacher_forced(window, samples, 1024)  # 700+ padding positions after the answers
+    assert [r["exact"] for r in scores] == [1.0, 1.0]
+    from bookft.errors import EvalError
+
+    with pytest.raises(EvalError, match="logits cover positions 0..31"):
+        teacher_forced(lambda i, p, s: (np.zeros((2, 32, bpe.vocab_size)), 0), samples, 1024)
