@@ -37,6 +37,10 @@ def fmt_len(n: int) -> str:
     return str(n)
 
 
+def fmt_depth(d: float) -> str:
+    return f"{round(d, 1):g}%"
+
+
 def score_matrix(results: dict) -> tuple[list[int], list[float], np.ndarray]:
     """[depths, lengths] matrix of the primary score (NaN where a cell is missing)."""
     lengths, depths = list(results["lengths"]), list(results["depths"])
@@ -51,7 +55,7 @@ def _draw_heatmap(ax, results: dict, title: str) -> None:
     lengths, depths, grid = score_matrix(results)
     im = ax.imshow(grid, cmap=NIAH_CMAP, vmin=0.0, vmax=1.0, aspect="auto")
     ax.set_xticks(range(len(lengths)), [fmt_len(n) for n in lengths], rotation=45 if len(lengths) > 8 else 0)
-    ax.set_yticks(range(len(depths)), [f"{d:g}%" for d in depths])
+    ax.set_yticks(range(len(depths)), [fmt_depth(d) for d in depths])
     ax.set_xlabel("context length (tokens)")
     ax.set_ylabel("needle depth")
     if grid.size <= 200:
@@ -101,10 +105,10 @@ def _draw_depth_curve(ax, results: dict, label_prefix: str = "", mean_only: bool
 
 
 def plot_depth_curve(results: dict, path: Path) -> Path:
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plt.subplots(figsize=(8, 4))
     _draw_depth_curve(ax, results)
     ax.set_title("lost in the middle: score by depth", fontsize=10)
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5), title="length")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -127,7 +131,7 @@ def _table(header: list[str], rows: list[list[object]]) -> str:
 def _per_length_rows(results: dict) -> tuple[list[str], list[list[object]]]:
     key = results["summary"]["score"]
     depths = results["depths"]
-    header = ["length", "mean", *[f"{d:g}%" for d in depths], "actual length (mean)"]
+    header = ["length", "mean", *[fmt_depth(d) for d in depths], "actual length (mean)"]
     rows = []
     for n in results["lengths"]:
         cells = {c["depth"]: c for c in results["cells"] if c["length"] == n}
@@ -190,7 +194,7 @@ def summary_table(results: dict) -> Table:
         table.add_column(fmt_len(n), justify="right")
     color = lambda v: "green" if v >= s["threshold"] else ("yellow" if v >= 0.5 else "red")
     for i, d in enumerate(depths):
-        table.add_row(f"{d:g}%", *[f"[{color(v)}]{v:.2f}[/]" if not np.isnan(v) else "" for v in grid[i]])
+        table.add_row(fmt_depth(d), *[f"[{color(v)}]{v:.2f}[/]" if not np.isnan(v) else "" for v in grid[i]])
     table.add_row("[bold]mean", *[f"[bold]{s['per_length'][str(n)]:.2f}" for n in lengths])
     return table
 
