@@ -144,6 +144,11 @@ def plan_one(cfg: RunConfig, topo: Topology, devices, *, seq_len: int, strategy:
     a = cfg.train.grad_accum
     rows = max(cfg.data.batch_size, 1)
     shape = (a, max(rows // a, 1), seq_len)
+    nb = math.prod(mesh.shape.get(x, 1) for x in ("data", "fsdp"))
+    if shape[1] % nb:
+        res.error = (f"not applicable: {shape[1]} sequence(s) per micro-batch cannot be split over data x fsdp = "
+                     f"{nb} devices (raise data.batch_size or put those devices on the context axis)")
+        return res
     batch = {f: jax.ShapeDtypeStruct(shape, np.float32 if f == "weights" else np.int32) for f in BATCH_FIELDS}
     settings = StepSettings(loss_chunk=cfg.train.loss_chunk, z_loss=cfg.train.z_loss, on_nan=cfg.train.on_nan)
     step = jit_train_step(make_train_step(graphdef, tx, attend, mesh, settings), state_sh, f_sh, mesh)

@@ -1,0 +1,73 @@
+"""`bookft plan`: topology names, AOT compile of the tiny preset for v5p:2x2x1, fit answers, JSON keys."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from bookft.errors import PlanError
+from bookft.plan.topology import parse_topology
+from bookft.train.config import load_run_config
+
+
+def test_topology_names():
+    t = parse_topology("v5p-128")
+    assert (t.libtpu_name, t.chips, t.n_devices) == ("v5p:4x4x4", 64, 64)
+    assert parse_topology("v5p:4x4x4").user_name == "v5p-128"
+    assert parse_topology("v5e-8").libtpu_name == "v5e:2x4"
+    assert parse_topology("v6e:2x2").n_devices == 4
+    assert parse_topology("v5p-1024").libtpu_name == "v5p:8x8x8"
+    assert parse_topology("ironwood:2x2x1").n_devices == 8  # two devices per Ironwood chip
+    for bad, msg in [("v9-8", "unknown TPU generation"), ("v5p-7", "counts TensorCores"), ("v5p:4x4", "3-D"),
+                     ("tpu", "expected GEN"), ("v5p-6", "no standard v5p slice")]:
+        with pytest.raises(PlanError, match=msg):
+            parse_topology(bad)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    pytest.importorskip("libtpu")
+    return load_run_config("configs/tiny-cpu.yaml", ["model.num_layers=1", "data.batch_size=1"])
+
+
+@pytest.fixture(scope="module")
+def v5p8(tiny):
+    from bookft.plan.topology import topology_devices
+
+    topo = parse_topology("v5p:2x2x1")
+    return topo, topology_devices(topo)
+
+
+def test_tiny_fits_and_more_context_shards_use_less_memory(tiny, v5p8):
+    import dataclasses
+
+    from bookft.plan.build import plan_one
+
+    topo, devices = v5p8
+    peaks = {}
+    for cp in (2, 4):  # one 8K-token sequence over cp chips
+        cfg = dataclasses.replace(tiny, parallel=dataclasses.replace(
+            tiny.parallel, mesh={"data": 1, "fsdp": 1, "context": cp}))
+        r = plan_one(cfg, topo, devices[:cp], seq_len=8192, strategy="ring", remat="full")
+        assert r.fits and r.error is None and r.splash_in_hlo
+        assert 0 < r.peak_bytes < topo.hbm_per_device
+        assert r.model_flops_per_step > 0 and r.step_time_s > 0
+        peaks[cp] = r.peak_bytes
+    assert peaks[4] < peaks[2]
+
+
+def test_absurd_length_does_not_fit_with_figure_and_json_keys(tiny, v5p8):
+    from bookft.cli import app
+
+    res = CliRunner().invoke(app, ["plan", "-t", "v5p-8", "--seq-len", str(2**34), "--json",
+                                   "--set", "model.num_layers=1"])
+    out = json.loads(res.stdout[res.stdout.index("{"):])
+    for key in ("topology", "topology_user_name", "n_devices", "seq_len", "chip", "results", "best",
+                "assumptions", "measured"):
+        assert key in out
+    r = out["results"][0]
+    for key in ("strategy", "remat", "mesh", "fits", "peak_gib", "capacity_gib", "params_gib", "opt_state_gib",
+                "temp_gib", "model_flops_per_step", "step_time_s", "error", "overrides"):
+        assert key in r
+    assert out["best"] is None and r["fits"] is False
+    assert "does not fit: at least" in r["error"] and "GiB per chip" in r["error"]
