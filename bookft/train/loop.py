@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import signal
 import time
 from contextlib import contextmanager
@@ -104,6 +105,8 @@ def train(cfg: RunConfig, *, run_dir: str | Path, model_path: str | Path | None 
     _check_run_dir(run_dir, cfg)
     trainer = build_trainer(cfg, run_dir=run_dir, model_path=model_path)
     (run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    # The run's tokenizer travels with it (eval, export), whatever happens to the corpus later.
+    shutil.copyfile(trainer.corpus.tokenizer_path, run_dir / "tokenizer.json")
     return trainer.run(progress=progress, log_metrics=log_metrics)
 
 
