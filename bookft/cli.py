@@ -5,6 +5,7 @@ Each concern registers its commands from its own `commands.py`, so this file sta
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import typer
@@ -29,15 +30,21 @@ def version() -> None:
     print(__version__)
 
 
+# Help lists commands in this order; each module's register(app) adds its own.
+COMMAND_MODULES = (
+    "bookft.ingest.commands",
+    "bookft.corpus.commands",
+    "bookft.train.commands",
+    "bookft.eval.commands",
+    "bookft.model.commands",
+    "bookft.plan.commands",
+    "bookft.pipelines.commands",
+)
+
+
 def _register() -> None:
-    # One line per concern; each module's register(app) adds its commands.
-    from bookft.eval.commands import register as register_eval; register_eval(app)  # noqa: E702, I001
-    from bookft.ingest.commands import register as register_ingest; register_ingest(app)  # noqa: E702, I001
-    from bookft.corpus.commands import register as register_corpus; register_corpus(app)  # noqa: E702, I001
-    from bookft.train.commands import register as register_train; register_train(app)  # noqa: E702, I001
-    from bookft.plan.commands import register as register_plan; register_plan(app)  # noqa: E702, I001
-    from bookft.pipelines.commands import register as register_pipeline; register_pipeline(app)  # noqa: E702, I001
-    from bookft.model.commands import register as register_model; register_model(app)  # noqa: E702, I001
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(app)
 
 
 _register()
