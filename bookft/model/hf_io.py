@@ -3,7 +3,8 @@
 Design choices:
 - Safetensors only. Pickle checkpoints (*.bin, *.pt, *.pth, *.ckpt) are refused: unpickling runs
   arbitrary code. Custom-code models (`auto_map`) are refused in hf_config.py.
-- Streaming load: every parameter is allocated once, on device, with its target sharding, then
+- Streaming load (plain file reads, not mmap: see st_reader.py): every parameter is allocated
+  once, on device, with its target sharding, then
   filled slice by slice (one layer of a stacked parameter, or <= 64 MB of embedding rows) by a
   jitted `dynamic_update_slice` that donates the buffer. Host memory holds at most one slice
   besides the model, so an 8B model never needs two copies. Headers are checked first (missing,
@@ -36,6 +37,7 @@ from bookft.model.config import KNOBS, ModelConfig
 from bookft.model.decoder import Decoder, LoraParam, _init, abstract_model
 from bookft.model.hf_config import config_from_hf, config_to_hf, hf_tensor_names
 from bookft.model.layers import LORA_BASE
+from bookft.model.st_reader import SafetensorsFile
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
@@ -81,11 +83,9 @@ def _weight_files(path: Path) -> dict[str, str]:
             raise ModelError(f"{path / pickles[0]}: pickle checkpoints are refused (loading them runs "
                              "arbitrary code); convert the model to safetensors first")
         raise ModelError(f"{path}: no model.safetensors or model.safetensors.index.json found")
-    from safetensors import safe_open
-
     out: dict[str, str] = {}
     for fname in files:
-        with safe_open(path / fname, framework="numpy") as f:
+        with SafetensorsFile(path / fname) as f:
             out.update(dict.fromkeys(f.keys(), fname))
     return out
 
@@ -140,7 +140,7 @@ def _load_param(var, entries, files, weight_map, mesh, shardings):
     if int(np.prod(shape)) * dtype.itemsize <= CHUNK_BYTES:
         host = np.empty(shape, dtype)
         for hf_name, layer in entries:
-            tensor = files[weight_map[hf_name]].get_tensor(hf_name)
+            tensor = files[weight_map[hf_name]].read(hf_name)
             if layer is None:
                 host[...] = tensor.reshape(shape)
             else:
@@ -149,15 +149,18 @@ def _load_param(var, entries, files, weight_map, mesh, shardings):
     buf = _zeros_fn(shape, dtype, sharding)()
     write = _write_fn(sharding)
     for hf_name, layer in entries:
-        tensor = files[weight_map[hf_name]].get_slice(hf_name)
+        tensor = files[weight_map[hf_name]]
         if layer is not None:
-            chunk = tensor[:].reshape((1, *shape[1:]))
+            chunk = tensor.read(hf_name).reshape((1, *shape[1:]))
             buf = write(buf, chunk, jnp.array([layer] + [0] * (len(shape) - 1), jnp.int32))
+            buf.block_until_ready()  # bounded host memory: no queue of slices in flight
             continue
         rows = min(shape[0], max(1, CHUNK_BYTES // max(1, int(np.prod(shape[1:])) * 4)))
         for r0 in range(0, shape[0], rows):
             r0 = min(r0, shape[0] - rows)  # the last chunk overlaps: one compiled shape
-            buf = write(buf, tensor[r0:r0 + rows], jnp.array([r0] + [0] * (len(shape) - 1), jnp.int32))
+            chunk = tensor.read(hf_name, r0, r0 + rows)
+            buf = write(buf, chunk, jnp.array([r0] + [0] * (len(shape) - 1), jnp.int32))
+            buf.block_until_ready()
     return buf, sharding
 
 
@@ -172,8 +175,6 @@ def load_hf(path: str | Path, dtype: str | None = None, mesh: jax.sharding.Mesh 
     None = replicated. like: a ModelConfig whose knobs (dtypes, remat, scan, LoRA, theta override)
     are kept; the shape comes from config.json. LoRA A matrices are drawn from `lora_seed`.
     """
-    from safetensors import safe_open
-
     path = Path(path)
     knobs = {k: getattr(like, k) for k in KNOBS} if like is not None else {}
     if dtype is not None:
@@ -196,7 +197,7 @@ def load_hf(path: str | Path, dtype: str | None = None, mesh: jax.sharding.Mesh 
             raise ModelError(f"{path / weight_map[hf_name]}: unexpected tensor {hf_name!r} for a "
                              f"{config.model_type} model of this shape; is config.json right?")
     with contextlib.ExitStack() as stack:
-        files = {f: stack.enter_context(safe_open(path / f, framework="numpy"))
+        files = {f: stack.enter_context(SafetensorsFile(path / f))
                  for f in sorted({weight_map[n] for n in expected})}
         # header pass: every shape is checked before anything is allocated
         sources: dict[tuple, list[tuple[str, int | None]]] = {}
@@ -204,7 +205,10 @@ def load_hf(path: str | Path, dtype: str | None = None, mesh: jax.sharding.Mesh 
             key = tuple(ours.split("."))
             shape = tuple(flat[key].get_value().shape)
             want = _hf_shape(key[-1], shape[1:] if layer is not None else shape)
-            got = tuple(files[weight_map[hf_name]].get_slice(hf_name).get_shape())
+            if hf_name not in files[weight_map[hf_name]].tensors:
+                raise ModelError(f"{path / weight_map[hf_name]}: tensor {hf_name!r} is listed in the index "
+                                 "but not in this file")
+            got = files[weight_map[hf_name]].shape(hf_name)
             if got != want:
                 raise ModelError(f"{path / weight_map[hf_name]}: tensor {hf_name!r} has shape {list(got)}, "
                                  f"expected {list(want)} from config.json")
