@@ -121,6 +121,7 @@ DEFAULT_TPU_CASES = (
 def run_tpu(cases: str, budget_s: float, uly: int = 8):
     os.environ.setdefault("TPU_ACCELERATOR_TYPE", "v5p-8")
     os.environ.setdefault("TPU_WORKER_HOSTNAMES", "localhost")
+    os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")  # else libtpu's lockfile blocks others' AOT runs
     import jax
     import jax.numpy as jnp
     from jax.experimental import topologies
@@ -147,7 +148,9 @@ def run_tpu(cases: str, budget_s: float, uly: int = 8):
         n = len(devices)
         u = min(uly, n // 2) if strategy == "usp" else 1
         mesh = _mesh(devices, strategy, n, uly=u)
-        rec = {"topology": topo_name, "chips": n, "strategy": strategy, "seq": seq,
+        from bookft.attention.common import MAX_CHUNK
+
+        rec = {"topology": topo_name, "chips": n, "strategy": strategy, "seq": seq, "max_chunk": MAX_CHUNK,
                "ulysses": u if strategy == "usp" else None, "kernel": "splash"}
         try:
             attend = make_attention(strategy, "splash", mesh)
