@@ -12,6 +12,7 @@ import numpy as np
 from flax import nnx
 
 from bookft.errors import AttentionError, ConfigError, TrainError
+from bookft.parallel.distributed import maybe_initialize
 from bookft.parallel.hardware import chip_for_device, peak_memory_bytes
 from bookft.parallel.mesh import context_degree, ensure_cpu_devices, make_mesh
 from bookft.train.checkpoint import Checkpointer
@@ -100,6 +101,7 @@ class Trainer:
         self.cfg, self.run_dir = cfg, run_dir
         if cfg.parallel.cpu_devices:  # before the backend starts; ignored on accelerators
             ensure_cpu_devices(cfg.parallel.cpu_devices)
+        maybe_initialize(cfg.parallel.distributed)  # multi-host: before any device is touched
         self.mesh = make_mesh(cfg.parallel, jax.devices()[: _n_devices(cfg)])
         from bookft.corpus import open_corpus
 

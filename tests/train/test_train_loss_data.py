@@ -113,3 +113,14 @@ def test_curriculum_lr_scale_and_schedule():
     assert float(stage_lr_scale(t, 25)) == 0.5
     sched = make_schedule(t.optimizer, t)
     assert float(sched(0)) == 0.0 and float(sched(10)) > 0
+
+
+def test_distributed_detection():
+    from bookft.parallel.distributed import maybe_initialize, wants_distributed
+
+    assert not wants_distributed({})
+    assert wants_distributed({"JAX_COORDINATOR_ADDRESS": "10.0.0.1:1234"})
+    assert wants_distributed({"TPU_WORKER_HOSTNAMES": "h0,h1,h2,h3"})
+    assert not wants_distributed({"TPU_WORKER_HOSTNAMES": "localhost"})
+    assert wants_distributed({"SLURM_NTASKS": "8"})
+    assert maybe_initialize(None, env={}) is False and maybe_initialize(False, env={"SLURM_NTASKS": "8"}) is False
