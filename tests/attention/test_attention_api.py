@@ -113,3 +113,20 @@ def test_non_causal_packed_ulysses_matches_dense():
     want = oracle(q, k, v, seg, do, causal=False)
     errs = [max_rel_err(g, w) for g, w in zip(got, want, strict=True)]
     assert max(errs) < 1e-5, errs
+
+
+def test_sub_chunks_match_dense(monkeypatch):
+    """Long sequences cut each zig-zag chunk into sub-chunks (common.MAX_CHUNK); same numbers."""
+    from attention_helpers import compiled_vjp
+
+    import bookft.attention.common as common
+
+    monkeypatch.setattr(common, "MAX_CHUNK", 8)
+    B, S, cp = 2, 128, 2  # 4 chunks of 32 -> 4 sub-chunks of 8 each
+    q, k, v, do = inputs(11, B, S, 4, 2, 8)
+    seg = packed_segments(B, S, seed=13)
+    attend = make_attention("ring", "xla", mesh((1, cp), ("data", "context")), block_q=8, block_kv=8)
+    shapes = [(q.shape, np.float32)] + [(k.shape, np.float32)] * 2 + [((B, S), np.int32), (q.shape, np.float32)]
+    got = compiled_vjp(attend, cp, True, shapes)(q, k, v, seg, do)
+    errs = [max_rel_err(g, w) for g, w in zip(got, oracle(q, k, v, seg, do), strict=True)]
+    assert max(errs) < 1e-5, errs
