@@ -88,6 +88,9 @@ def per_device_bytes(abstract, shardings) -> float:
 
 
 def _oom(text: str) -> str | None:
+    if "vmem" in text.lower():
+        return ("not applicable: the attention kernel's blocks do not fit the chip's VMEM "
+                f"({text.strip().splitlines()[0][:120]}); lower attention.block_q / attention.block_kv")
     if "RESOURCE_EXHAUSTED" not in text and "out of memory" not in text.lower():
         return None
     m = re.search(r"Used ([\d.]+[KMGT]?) of ([\d.]+[KMGT]?) hbm", text)

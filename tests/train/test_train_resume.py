@@ -157,3 +157,24 @@ def test_metrics_log_has_documented_fields(tmp_path, config_file):
     for key in ("loss", "grad_norm", "lr", "tokens_per_s", "step_time_s", "mfu", "peak_memory_bytes"):
         assert key in rows[0]
     assert np.isfinite(rows[-1]["loss"])
+
+
+def test_export_of_a_training_checkpoint_loads_in_transformers(tmp_path, config_file):
+    torch = pytest.importorskip("torch")
+    import transformers
+
+    from bookft.model import forward_logits
+    from bookft.model.export import export_checkpoint
+    from bookft.train.checkpoint import load_params
+
+    run = tmp_path / "e"
+    train(load_run_config(config_file, ["train.steps=1"]), run_dir=run)
+    assert (run / "tokenizer.json").is_file()
+    out = export_checkpoint(run, tmp_path / "hf", tokenizer_dir=run)
+    model, _ = load_params(run)
+    ids = np.random.default_rng(0).integers(0, 300, (1, 24))
+    ours = forward_logits(model, ids)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(out).float().eval()
+    with torch.no_grad():
+        theirs = hf(torch.tensor(ids)).logits.numpy()
+    np.testing.assert_allclose(ours, theirs, atol=1e-4, rtol=1e-4)
