@@ -1,0 +1,89 @@
+"""`bookft plan` at scale: Llama-3.1-8B (preset shape) on v5p-128 and v5p-512, AOT on this host.
+
+    python benchmarks/plan.py                                   # peaks at 1M and 4M, ring + usp, full remat
+    python benchmarks/plan.py --strategies ring,usp,allgather,ulysses --max-seq-len
+    python benchmarks/plan.py --topologies v5p-128 --seq-lens 1048576 --remats full,offload
+
+Per cell: per-chip peak HBM, temporaries, fits, compile time; with --max-seq-len the longest
+sequence that fits per strategy (doubling, then bisection). MaxText 0.2.5 figures on the same AOT
+path (../shared/STACK-FACTS.md): ring 1M 14.8 GiB (dq3) / 17.1 default; ring 4M 32.5 GiB (dq3 +
+vocab tiling 16). Results are merged into benchmarks/results/plan.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results" / "plan.json"
+MAXTEXT = {("ring", 1048576): 14.8, ("ring", 4194304): 32.5}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--config", default="configs/llama-3.1-8b-v5p-1m.yaml")
+    ap.add_argument("--topologies", default="v5p-128,v5p-512")
+    ap.add_argument("--strategies", default="ring,usp")
+    ap.add_argument("--remats", default="full")
+    ap.add_argument("--seq-lens", default="1048576,4194304")
+    ap.add_argument("--max-seq-len", action="store_true")
+    a = ap.parse_args()
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    from rich.console import Console
+    from rich.table import Table
+
+    from bookft.plan.planner import max_seq_len, plan_fast
+    from bookft.plan.topology import parse_topology, topology_devices
+    from bookft.train.config import load_run_config
+
+    cfg = load_run_config(a.config)
+    result = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {"cells": [], "max_seq_len": []}
+    result["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(), "load_avg": os.getloadavg()[0]}
+    key = lambda c: (c["topology"], c["seq_len"], c["strategy"], c["remat"])  # noqa: E731
+    cells = {key(c): c for c in result.get("cells", [])}
+    table = Table(title=f"bookft plan: {cfg.name}")
+    for c in ("topology", "seq_len", "strategy", "remat", "fits", "peak GiB", "MaxText GiB", "temp GiB", "compile s"):
+        table.add_column(c)
+    for tname in a.topologies.split(","):
+        topo = parse_topology(tname)
+        devices = topology_devices(topo)
+        for s in a.strategies.split(","):
+            for r in a.remats.split(","):
+                if a.max_seq_len:
+                    t0 = time.perf_counter()
+                    best, tried = max_seq_len(cfg, topo, strategy=s, remat=r, start=1 << 20, devices=devices)
+                    row = {"topology": topo.libtpu_name, "strategy": s, "remat": r, "max_seq_len": best,
+                           "tried": [(x.seq_len, x.fits, x.as_dict().get("peak_gib")) for x in tried],
+                           "wall_s": time.perf_counter() - t0}
+                    print(row, flush=True)
+                    result.setdefault("max_seq_len", []).append(row)
+                    continue
+                for n in (int(x) for x in a.seq_lens.split(",")):
+                    res = plan_fast(cfg, topo, devices, seq_len=n, strategy=s, remat=r)
+                    d = res.as_dict()
+                    cell = {"topology": topo.libtpu_name, "seq_len": n, "strategy": s, "remat": r, "fits": res.fits,
+                            "peak_gib": d.get("peak_gib"), "temp_gib": d.get("temp_gib"),
+                            "params_gib": d.get("params_gib"), "opt_state_gib": d.get("opt_state_gib"),
+                            "compile_s": res.compile_s, "error": res.error,
+                            "maxtext_gib": MAXTEXT.get((s, n)) if topo.chips == 64 else None}
+                    print(cell, flush=True)
+                    cells[key(cell)] = cell
+                    result["cells"] = list(cells.values())
+                    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+                    RESULTS.write_text(json.dumps(result, indent=1))
+    for c in result.get("cells", []):
+        table.add_row(c["topology"], f"{c['seq_len']:,}", c["strategy"], c["remat"], str(c["fits"]),
+                      "-" if c["peak_gib"] is None else f"{c['peak_gib']:.1f}",
+                      "-" if c.get("maxtext_gib") is None else f"{c['maxtext_gib']:.1f}",
+                      "-" if c["temp_gib"] is None else f"{c['temp_gib']:.1f}",
+                      "-" if c["compile_s"] is None else f"{c['compile_s']:.0f}")
+    Console().print(table)
+    RESULTS.write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
