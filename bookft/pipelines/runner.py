@@ -27,6 +27,7 @@ after the rename but before pruning).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import socket
@@ -111,6 +112,23 @@ def _failed_sources(entries: list[dict]) -> list[dict]:
     return [{"source": e["source"], "reason": e["reason"]} for e in entries if e["status"] == "failed"]
 
 
+def in_process_extract(plan, icfg) -> bool:
+    """A refresh with little to extract runs it in this process: starting the worker pool (a fresh
+    interpreter per worker importing bookft) costs more than extracting a few hundred small text files."""
+    todo = plan.added + plan.changed
+    if icfg.workers == 0 or plan.previous is None or plan.config_changed:
+        return False
+    if len(todo) <= 2 * icfg.workers:
+        return True
+    paths = [Path(t) for t in todo]
+    if len(todo) > 2000 or any(not q.is_file() or q.suffix.lower() == ".pdf" for q in paths):
+        return False
+    try:
+        return sum(q.stat().st_size for q in paths) <= 16 << 20
+    except OSError:  # vanished since the plan: let build_corpus report it
+        return False
+
+
 def refresh(p: PipelineConfig, icfg, record: dict, progress=None) -> int:
     """The locked part of a run; fills `record` and returns the exit code."""
     root = Path(icfg.out)
@@ -130,6 +148,9 @@ def refresh(p: PipelineConfig, icfg, record: dict, progress=None) -> int:
         record["detail"] = "no source or setting changed: nothing extracted, nothing published"
         return EXIT_PARTIAL if failed else EXIT_OK
 
+    if in_process_extract(plan, icfg):
+        icfg = dataclasses.replace(icfg, workers=0)
+        record["extract_in_process"] = True
     checked: dict = {}
 
     def before_publish(staged: Path, manifest: dict) -> bool:
