@@ -34,7 +34,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from bookft.errors import ModelError
 from bookft.model.axes import logical_to_spec
 from bookft.model.config import KNOBS, ModelConfig
-from bookft.model.decoder import Decoder, LoraParam, _init, abstract_model
+from bookft.model.decoder import Decoder, LoraParam, abstract_model
 from bookft.model.hf_config import config_from_hf, config_to_hf, hf_tensor_names
 from bookft.model.layers import LORA_BASE
 from bookft.model.st_reader import SafetensorsFile
@@ -215,19 +215,20 @@ def load_hf(path: str | Path, dtype: str | None = None, mesh: jax.sharding.Mesh 
             sources.setdefault(key, []).append((hf_name, layer))
         buffers = {key: _load_param(flat[key], entries, files, weight_map, mesh, shardings)
                    for key, entries in sources.items()}
-    # LoRA adapters are not in HF checkpoints: A random, B zero (the delta starts at 0)
-    lora = {key: var for key, var in flat.items() if isinstance(var, LoraParam)}
-    if lora:
-        specs = {k: (tuple(v.get_value().shape), v.get_value().dtype) for k, v in lora.items()}
-        out_sh = {k: _sharding_for(_axes(v), specs[k][0], mesh, shardings) for k, v in lora.items()}
-
-        def make_lora():
-            rngs = jax.random.split(jax.random.key(lora_seed), len(specs))
-            return {k: _init("lora_a" if k[-1].endswith("_a") else "zeros", r, shape, config, dt)
-                    for (k, (shape, dt)), r in zip(specs.items(), rngs, strict=True)}
-
-        values = jax.jit(make_lora, out_shardings=out_sh if mesh is not None else None)()
-        buffers.update({k: (values[k], out_sh[k]) for k in lora})
+    # LoRA adapters are not in HF checkpoints: A uniform(+-1/sqrt(fan_in)) on the host (small; jax's
+    # random init would compile for seconds), B zero, so the delta starts at 0
+    rng = np.random.default_rng(lora_seed)
+    for key, var in flat.items():
+        if isinstance(var, LoraParam):
+            sds = var.get_value()
+            shape = tuple(sds.shape)
+            if key[-1].endswith("_a"):
+                bound = 1.0 / np.sqrt(np.prod(shape[2:]))
+                value = rng.uniform(-bound, bound, shape).astype(np.float32)
+            else:
+                value = np.zeros(shape, np.float32)
+            sharding = _sharding_for(_axes(var), shape, mesh, shardings)
+            buffers[key] = (jax.device_put(value.astype(sds.dtype), sharding), sharding)
     for key, var in flat.items():
         var.set_value(buffers[key][0])
     return nnx.merge(graphdef, state), config
