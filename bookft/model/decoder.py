@@ -167,30 +167,42 @@ class Decoder(nnx.Module):
         return constrain(out, ("batch", "seq", "vocab"))
 
 
+def _host_values(kind: str, shape: tuple[int, ...], std: float, seed: int, index: int) -> np.ndarray:
+    """float32 initial values drawn on the host; one PCG64 stream per (seed, parameter index)."""
+    if kind == "ones":
+        return np.ones(shape, np.float32)
+    if kind == "zeros":
+        return np.zeros(shape, np.float32)
+    rng = np.random.default_rng([seed, index])
+    if kind == "lora_a":
+        bound = 1.0 / np.sqrt(np.prod(shape[2:]))
+        return rng.uniform(-bound, bound, shape).astype(np.float32)
+    return std * rng.standard_normal(shape, dtype=np.float32)
+
+
 def init_model(config: ModelConfig, seed: int = 0) -> Decoder:
     """A randomly initialised Decoder (normal(init_std) weights, unit norms, zero biases/LoRA B).
 
-    Values are drawn on the host with numpy (PCG64 from `seed`): jax's random init compiles for
-    10-20 s on a busy CPU. `Decoder(config, rngs=nnx.Rngs(seed))` draws with jax instead (use it
-    under jit with out_shardings for sharded init); the two give different values.
+    Values are drawn on the host with numpy (jax's random init compiles for 10-20 s on a busy
+    CPU), identically eagerly and under a trace: under jit/eval_shape each parameter comes from a
+    `jax.pure_callback`, so `nnx.eval_shape(lambda: init_model(c))` costs nothing and
+    `jax.jit(lambda: init_model(c), out_shardings=...)` gives the same values as an eager call.
+    (`Decoder(config, rngs=nnx.Rngs(seed))` draws with jax instead; different values.)
     """
     graphdef, state = nnx.split(abstract_model(config))
     kinds = {name: spec[3] for name, spec in param_specs(config).items()}
     kinds.update(embed="normal", lm_head="normal", final_norm="ones")
-    rng = np.random.default_rng(seed)
-    for path, var in state.flat_state():
+    tracing = isinstance(jnp.zeros(()), jax.core.Tracer)
+    for index, (path, var) in enumerate(sorted(state.flat_state(), key=lambda kv: kv[0])):
         sds = var.get_value()
-        shape, kind = tuple(sds.shape), kinds[path[-1]]
-        if kind == "ones":
-            value = np.ones(shape, np.float32)
-        elif kind == "zeros":
-            value = np.zeros(shape, np.float32)
-        elif kind == "lora_a":
-            bound = 1.0 / np.sqrt(np.prod(shape[2:]))
-            value = rng.uniform(-bound, bound, shape).astype(np.float32)
+        args = (kinds[path[-1]], tuple(sds.shape), config.init_std, seed, index)
+        if tracing:
+            def host(args=args, dtype=sds.dtype):
+                return _host_values(*args).astype(dtype)
+            value = jax.pure_callback(host, jax.ShapeDtypeStruct(sds.shape, sds.dtype))
         else:
-            value = config.init_std * rng.standard_normal(shape, dtype=np.float32)
-        var.set_value(jnp.asarray(value, dtype=sds.dtype))
+            value = jnp.asarray(_host_values(*args), dtype=sds.dtype)
+        var.set_value(value)
     return nnx.merge(graphdef, state)
 
 

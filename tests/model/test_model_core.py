@@ -176,3 +176,15 @@ def test_bf16_compute_close_to_fp32():
     ref, out = both(ids, pos)
     assert out.dtype == jnp.float32
     assert float(jnp.max(jnp.abs(out - ref))) < 0.05 * float(jnp.max(jnp.abs(ref)))
+
+
+def test_init_model_same_eager_and_under_jit_and_free_under_eval_shape():
+    config = dataclasses.replace(TINY, lora=LoraConfig(rank=2))
+    eager = nnx.state(init_model(config, seed=5)).flat_state()
+    traced = jax.jit(lambda: nnx.state(init_model(config, seed=5)))().flat_state()
+    for (p, x), (q, y) in zip(eager, traced, strict=True):
+        assert p == q
+        np.testing.assert_array_equal(np.asarray(x[...]), np.asarray(y[...]))
+    big = from_dict(ModelConfig, read_yaml(PRESETS / "llama-3.1-8b.yaml")["model"])
+    abstract = nnx.eval_shape(lambda: init_model(big))  # must not draw 8B numbers on the host
+    assert abstract.embed.get_value().shape == (128256, 4096)
