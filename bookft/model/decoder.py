@@ -135,7 +135,11 @@ class Decoder(nnx.Module):
         compute = _dtype(config.compute_dtype)
         if segment_ids is None:
             segment_ids = jnp.ones_like(input_ids)
-        x = jnp.take(self.embed[...], input_ids, axis=0).astype(compute)
+        # FSDP: gather the table's embed dim first, so the lookup's output takes the tokens'
+        # batch/seq sharding instead of being replicated and re-split (XLA's involuntary remat)
+        # (cast first, so the gather moves compute-dtype bytes)
+        table = constrain(self.embed[...].astype(compute), ("vocab", None))
+        x = jnp.take(table, input_ids, axis=0)
         x = constrain(x, ("batch", "seq", "embed"))
         cos, sin = rope_cos_sin(config, positions)
 

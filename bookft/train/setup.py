@@ -84,10 +84,12 @@ def init_params(cfg: RunConfig, mesh, model_path):
     p_sh = state_shardings(abs_params, mesh)
     f_sh = state_shardings(abs_frozen, mesh)
     if model_path is not None:
-        model, _ = load_hf(model_path, like=mc)  # host arrays, one tensor at a time; then placed
+        from bookft.parallel.rules import logical_to_spec
+
+        # streamed tensor by tensor, each placed directly with its target sharding
+        model, _ = load_hf(model_path, like=mc, mesh=mesh,
+                           shardings=lambda names, shape: logical_to_spec(names, shape, mesh))
         _, params, frozen = nnx.split(model, filt, ...)
-        params = jax.device_put(params, p_sh)
-        frozen = jax.device_put(frozen, f_sh)
     else:
         def make():
             return nnx.split(init_model(mc, seed=cfg.train.seed), filt, ...)[1:]
