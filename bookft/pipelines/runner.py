@@ -229,7 +229,12 @@ def run_pipeline(path: str | Path, *, wait: bool = False, wait_timeout: float | 
     record["exit_code"] = code
     record["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
     record["duration_s"] = round(time.perf_counter() - t0, 3)
-    append_record(root, record)
-    if p.post.status_file:
-        write_status_file(p.post.status_file, record)
+    try:
+        append_record(root, record)
+        if p.post.status_file:
+            write_status_file(p.post.status_file, record)
+    except OSError as e:  # an unwritable log must not hide the run's own result
+        record["log_error"] = f"cannot write the run log/status file: {e}"
+        code = code or EXIT_FAILED
+        record["exit_code"] = code
     return code, record
