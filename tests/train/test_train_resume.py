@@ -178,3 +178,25 @@ def test_export_of_a_training_checkpoint_loads_in_transformers(tmp_path, config_
     with torch.no_grad():
         theirs = hf(torch.tensor(ids)).logits.numpy()
     np.testing.assert_allclose(ours, theirs, atol=1e-4, rtol=1e-4)
+
+
+def test_lora_trains_only_adapters(tmp_path, config_file):
+    from flax import nnx
+
+    from bookft.model import init_model
+    from bookft.model.decoder import LoraParam
+    from bookft.train.checkpoint import load_params
+
+    cfg = load_run_config(config_file, ["train.steps=2", "model.lora.rank=2", "model.lora.targets=[q, v, down]"])
+    run = tmp_path / "lora"
+    res = train(cfg, run_dir=run)
+    assert res.step == 2
+    tuned, _ = load_params(run)
+    base = init_model(cfg.model, seed=cfg.train.seed)
+    flat_t = dict(nnx.state(tuned, nnx.Param).flat_state())
+    flat_b = dict(nnx.state(base, nnx.Param).flat_state())
+    same = lambda a, b: np.array_equal(np.asarray(a[...]), np.asarray(b[...]))  # noqa: E731
+    changed = {path for path, v in flat_t.items() if not same(v, flat_b[path])}
+    lora = {path for path, v in flat_t.items() if isinstance(v, LoraParam)}
+    assert changed and changed <= lora  # base weights frozen, adapters trained
+    assert len(Checkpointer(run).steps()) >= 1
