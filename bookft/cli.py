@@ -39,6 +39,7 @@ COMMAND_MODULES = (
     "bookft.model.commands",
     "bookft.plan.commands",
     "bookft.pipelines.commands",
+    "bookft.quickstart",
 )
 
 

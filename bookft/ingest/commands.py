@@ -104,6 +104,8 @@ def register(app: typer.Typer) -> None:
         segments: str = typer.Option(None, "--segments", help="document|collection: attention segment unit."),
         workers: int = typer.Option(None, "--workers", help="Extraction processes (0 = in process)."),
         set_: list[str] = typer.Option([], "--set", help="Config override key=value (repeatable)."),
+        synthesize_retrieval: float = typer.Option(None, "--synthesize-retrieval", help="Share of sequences "
+                                                   "that are synthesized long-range retrieval examples (0-0.99)."),
     ) -> None:
         """Turn sources into a packed, versioned corpus (tokens in sequences of --seq-len)."""
         from bookft.ingest.build import build_corpus
@@ -115,17 +117,26 @@ def register(app: typer.Typer) -> None:
         overrides = list(set_)
         for key, val in (("out", out), ("tokenizer.path", tokenizer), ("packing.seq_len", seq_len),
                          ("tokenizer.vocab_size", vocab_size), ("packing.segments", segments),
-                         ("workers", workers)):
+                         ("workers", workers), ("retrieval.rate", synthesize_retrieval)):
             if val is not None:
                 overrides.append(f"{key}={val}")
         cfg = load(IngestConfig, path, overrides)
         progress = RichProgress(console)
         try:
-            m = build_corpus(cfg, progress, sources=[(s, kind, None) for s in sources or []])
+            if cfg.retrieval.rate > 0:  # issue 9: plain corpus, then synthesized retrieval examples
+                from bookft.ingest.retrieval import build_with_retrieval
+
+                m = build_with_retrieval(cfg, progress, sources=[(s, kind, None) for s in sources or []])
+            else:
+                m = build_corpus(cfg, progress, sources=[(s, kind, None) for s in sources or []])
         finally:
             progress.stop()
         console.print(summary_table(m))
         probs = problems_table(m)
         if probs is not None:
             console.print(probs)
+        if "retrieval" in m:
+            r = m["retrieval"]
+            console.print(f"retrieval: {r['examples']:,} synthesized examples in {r['synthesized_sequences']:,} "
+                          f"sequences (per length {r['per_length']}, per kind {r['per_kind']})")
         console.print(f"[green]published[/] {m['path']}  (current -> versions/{m['version']:04d})")

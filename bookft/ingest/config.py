@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from bookft.errors import ConfigError
+from bookft.ingest.retrieval_config import RetrievalConfig  # issue 9: synthesized retrieval examples
 
 Kind = Literal["auto", "pdf", "code", "legal", "jsonl", "html", "text"]
 
@@ -94,6 +95,7 @@ class IngestConfig:
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     packing: PackingConfig = field(default_factory=PackingConfig)
+    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)  # rate 0 = off
 
     def validate(self) -> None:
         if self.workers < 0:

@@ -1,0 +1,341 @@
+"""Synthesized long-range retrieval examples made from a corpus's own documents (issue 9).
+
+Long-context fine-tuning teaches a model to use the middle of its context when the data asks for
+it: a fact placed somewhere in a long text and asked about at the end, with the loss on the answer
+("information-intensive" training, An et al. 2024, which fixed lost-in-the-middle). This module
+writes such examples, using windows of the corpus's own documents as the text around the fact.
+
+Design choices:
+- Kinds: `magic_number` is the eval's NIAH needle and question verbatim (bookft.eval.tasks
+  make_task, other seeds than the eval's), so `bookft eval niah` measures what training taught;
+  `passage` asks to complete a sentence from earlier in a book; `signature` asks for the signature
+  of a function after the code that defines it.
+- Every example is its own document of exactly `length` tokens (EOS included; a token or two short
+  when the tokenizer will not land exactly), and the examples of one length are grouped into files
+  of seq_len tokens. Each file is one collection that fits one sequence, so the packer places it
+  alone at offset 0 and a curriculum row of `length` tokens holds whole examples only.
+- Token counts use the ingest's own encoder (paragraph units, bookft.ingest.tokenize), on text
+  that is already a fixed point of clean_text, so the built corpus has exactly these tokens.
+- The answer's token span travels in the JSON line (`bookft_retrieval`: start, end, length), and
+  `loss_weights_fn` turns it into per-token weights (answer_weight on the answer, context_weight on
+  the rest) through build_corpus's loss_weights hook.
+- Deterministic: everything is drawn from numpy generators seeded by (seed, file index).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+
+from bookft.errors import IngestError
+from bookft.ingest.documents import clean_text
+from bookft.ingest.retrieval_config import RetrievalConfig
+from bookft.ingest.tokenize import units
+
+MARK = "bookft_retrieval"  # JSON field (document meta) holding the answer's [start, end) characters
+PASSAGE_INSTRUCTION = ("Read the following text carefully. I will ask you to complete one of its "
+                       "sentences afterwards.\n")
+CODE_INSTRUCTION = "Read the following code. I will ask you for the signature of one of its functions.\n"
+_NO_DIGITS = re.compile(r"[ \t]*\d[\d.,:/-]*")  # a number and the blanks before it
+_WORD_CUT = re.compile(r"(?<=\S) (?=\S)")  # a single space between two words
+_SENT_END = re.compile(r"[.!?][\"')\]]*\s")
+_DEF = re.compile(r"^[ \t]*((?:async\s+)?def\s+([A-Za-z_]\w*)\s*\([^\n]*\)[^\n]*:)[ \t]*$", re.M)
+
+
+def count_tokens(tok, text: str) -> int:
+    """Tokens the ingest gives `text` (paragraph units), without EOS."""
+    enc = tok.encode_batch(units(text), add_special_tokens=False)
+    return sum(len(e.ids) for e in enc)
+
+
+def token_char_spans(tok, text: str) -> tuple[list[int], np.ndarray]:
+    """Ids as the ingest encodes `text` (no EOS) and their character spans [n, 2] in `text`."""
+    ids, spans, base = [], [], 0
+    for u in units(text):
+        e = tok.encode(u, add_special_tokens=False)
+        ids += e.ids
+        spans += [(base + a, base + b) for a, b in e.offsets]
+        base += len(u)
+    return ids, np.asarray(spans, dtype=np.int64).reshape(-1, 2)
+
+
+class _Pool:
+    """Corpus documents to cut windows from, drawn with probability proportional to their length."""
+
+    def __init__(self, docs: list[dict]):
+        self.docs = [d for d in docs if len(d["text"]) > 400]
+        if not self.docs:
+            raise IngestError("retrieval synthesis: the corpus has no document longer than 400 characters")
+        w = np.array([len(d["text"]) for d in self.docs], dtype=np.float64)
+        self.p = w / w.sum()
+        self.code = [d for d in self.docs if d["kind"] == "code" and _DEF.search(d["text"])]
+        self.prose = [d for d in self.docs if d["kind"] != "code"] or self.docs
+
+    def window(self, rng, chars: int, docs: list[dict] | None = None) -> str:
+        if docs is None:
+            d = self.docs[int(rng.choice(len(self.docs), p=self.p))]
+        else:
+            d = docs[int(rng.integers(len(docs)))]
+        text = d["text"]
+        start = int(rng.integers(0, max(1, len(text) - chars)))
+        sp = text.find(" ", start)
+        start = sp + 1 if 0 <= sp < start + 200 else start
+        out = text[start:start + chars]
+        while len(out) < chars:  # short document: continue with another one
+            out += "\n\n" + self.docs[int(rng.integers(len(self.docs)))]["text"][: chars - len(out)]
+        return out
+
+
+def _snap(text: str, pos: int) -> int:
+    """A place near `pos` between two sentences (else between two words) of `text`."""
+    lo, hi = max(0, pos - 300), min(len(text), pos + 300)
+    ends = [m.end() for m in _SENT_END.finditer(text, lo, hi)]
+    if ends:
+        return min(ends, key=lambda e: abs(e - pos))
+    sp = text.rfind(" ", 0, pos)
+    return sp + 1 if sp >= 0 else 0
+
+
+def _cut_words(text: str, n_chars: int) -> str:
+    cut = text[:n_chars]
+    sp = max(cut.rfind(" "), cut.rfind("\n"))
+    return cut[:sp] if sp > 0 else cut
+
+
+def _magic(rng, pool: _Pool, cfg: RetrievalConfig, seed: int):
+    from bookft.eval.config import EvalConfig
+    from bookft.eval.tasks import make_task
+
+    task = make_task(EvalConfig(task="niah", value_digits=cfg.value_digits), seed, float(rng.uniform(0, 100)))
+    post = f"\n\n{task.question}\n{task.answer_prefix}"
+    window = pool.window
+    if cfg.scrub_digits:
+        def window(r, chars):
+            return _NO_DIGITS.sub("", pool.window(r, chars))
+    return task.instruction, task.needles[0].text, task.needles[0].depth, post, task.answer, window
+
+
+def _passage(rng, pool: _Pool, cfg: RetrievalConfig, seed: int):
+    probe = pool.window(rng, 20000, pool.prose)
+    sents = [s.strip() for s in re.split(r"(?<=[.!?])\s+", probe) if 8 <= len(s.split()) <= 30
+             and "\n" not in s.strip()]
+    if not sents:
+        return None
+    s = sents[int(rng.integers(len(sents)))]
+    words = s.split()
+    k = len(words) // 2
+    post = f"\n\nComplete the sentence from the text above: \"{' '.join(words[:k])} ...\"\nThe sentence continues:"
+    return (PASSAGE_INSTRUCTION, s, float(rng.uniform(0, 1)), post, " " + " ".join(words[k:]),
+            lambda r, chars: pool.window(r, chars, pool.prose))
+
+
+def _signature(rng, pool: _Pool, cfg: RetrievalConfig, seed: int):
+    if not pool.code:
+        return None
+    probe = pool.window(rng, 200000, pool.code)
+    defs = [m for m in _DEF.finditer(probe) if len(m.group(1)) <= 160]
+    if not defs:
+        return None
+    m = defs[int(rng.integers(len(defs)))]
+    name = m.group(2)
+    post = f"\n\nWhat is the signature of the function {name} in the code above?\nThe signature of {name} is:"
+    # the defining line is the needle; the filler around it is other code
+    return (CODE_INSTRUCTION, m.group(1), float(rng.uniform(0, 1)), post, " " + m.group(1),
+            lambda r, chars: pool.window(r, chars, pool.code))
+
+
+KINDS = {"magic_number": _magic, "passage": _passage, "signature": _signature}
+
+
+def build_example(tok, rng, pool: _Pool, cfg: RetrievalConfig, kind: str, length: int, seed: int):
+    """(text, [answer start, end) in tokens, tokens) with tokens == length - 1 (room for the EOS),
+    or a little less."""
+    spec = None
+    for _ in range(20):
+        spec = KINDS[kind](rng, pool, cfg, seed)
+        if spec is not None:
+            break
+    if spec is None:
+        raise IngestError(f"retrieval synthesis: no material for kind {kind!r} in this corpus "
+                          "(signature needs Python code, passage needs prose)")
+    instruction, needle, depth, post, answer, window = spec
+    budget = length - 1  # the EOS the ingest appends
+    fixed = count_tokens(tok, instruction + " " + needle + post + answer)
+    if fixed + 16 > budget:
+        raise IngestError(f"retrieval.lengths: {length} tokens is too short for a {kind} example "
+                          f"({fixed} tokens without any context); use lengths of at least {fixed + 64}")
+    # Words of a window ("w0", " w1", " w2", ...): cut before a space, each is its own pre-token run,
+    # so their token counts add up; one batch encode counts them all.
+    src = window(rng, (budget - fixed) * 16).strip()
+    cuts = [0] + [m.start() for m in _WORD_CUT.finditer(src)] + [len(src)]
+    words = [src[x:y] for x, y in zip(cuts, cuts[1:], strict=False) if y > x]
+    counts = np.cumsum([len(e.ids) for e in tok.encode_batch(words, add_special_tokens=False)])
+    target, best = budget - fixed, None
+    for _ in range(5):
+        k = int(np.searchsorted(counts, target, side="right"))  # words that fit
+        if k == 0:
+            break
+        # the needle goes before word m (a sentence start when one is near the nominal depth)
+        m = int(np.searchsorted(counts[:k], depth * counts[k - 1]))
+        near = [j for j in range(max(1, m - 12), min(k, m + 12)) if words[j - 1].rstrip().endswith((".", "!", "?"))]
+        m = min(near, key=lambda j: abs(j - m)) if near and 0 < m < k else m
+        if m == 0:
+            context = needle + ("" if words[0].startswith(" ") else " ") + "".join(words[:k])
+        else:
+            context = "".join(words[:m]) + " " + needle + "".join(words[m:k])
+        text = clean_text(instruction + context + post + answer)
+        if not text.endswith(answer) or not text.startswith(instruction.strip()):
+            return None  # cleaning changed the frame (rare odd characters): skip this one
+        n = count_tokens(tok, text)
+        if n <= budget and (best is None or n > best[1]):
+            best = (text, n)
+        if n == budget:
+            break
+        target += budget - n  # the joins count a little differently from the parts
+    if best is None:
+        return None
+    text, n = best
+    ids, spans = token_char_spans(tok, text)
+    a0 = len(text) - len(answer)
+    hit = np.flatnonzero(spans[:, 1] > a0)
+    return text, (int(hit[0]), n), n
+
+
+_WORKER: dict = {}
+
+
+def _init_worker(docs, tok_json, cfg, seq_len, out_dir) -> None:
+    from tokenizers import Tokenizer
+
+    _WORKER.update(pool=_Pool(docs), tok=Tokenizer.from_str(tok_json), cfg=cfg, seq_len=seq_len, out=Path(out_dir))
+
+
+def _write_file(i: int) -> dict:
+    """File i: examples of one length (drawn from (seed, i)) filling seq_len tokens."""
+    pool, tok, cfg, seq_len = _WORKER["pool"], _WORKER["tok"], _WORKER["cfg"], _WORKER["seq_len"]
+    lshare = np.asarray(cfg.length_shares or [1.0] * len(cfg.lengths), dtype=np.float64)
+    kshare = np.asarray(cfg.kind_shares or [1.0] * len(cfg.kinds), dtype=np.float64)
+    rng = np.random.default_rng([cfg.seed, 9, i])
+    length = int(cfg.lengths[int(rng.choice(len(cfg.lengths), p=lshare / lshare.sum()))])
+    rows, used, kinds, answer = [], 0, [], 0
+    for j in range(seq_len // length):
+        kind = str(cfg.kinds[int(rng.choice(len(cfg.kinds), p=kshare / kshare.sum()))])
+        ex = None
+        for _ in range(5):
+            # the room up to the next multiple of `length`, so a short example never shifts the next one
+            ex = build_example(tok, rng, pool, cfg, kind, (j + 1) * length - used,
+                               100_000 + cfg.seed * 1_000_003 + i * 64 + j)
+            if ex is not None:
+                break
+        if ex is None:
+            continue
+        text, (a0, a1), n = ex
+        used += n + 1
+        kinds.append(kind)
+        answer += a1 - a0
+        rows.append({"text": text, "title": f"retrieval {kind} {length}", MARK: json.dumps([a0, a1, n]),
+                     "retrieval_kind": kind, "retrieval_length": length})
+    (_WORKER["out"] / f"retrieval-{i:05d}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return {"length": length, "kinds": kinds, "answer_tokens": answer, "short_tokens": seq_len - used}
+
+
+def synthesize(docs: list[dict], tok, cfg: RetrievalConfig, seq_len: int, n_sequences: int,
+               out_dir: str | Path, progress=None, workers: int = 0) -> dict:
+    """Write `n_sequences` files of seq_len tokens of examples into out_dir (in `workers`
+    processes; 0 = here); return counts. The files depend on (cfg.seed, i) only, not on workers."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("retrieval-*.jsonl"):
+        old.unlink()
+    bad = [n for n in cfg.lengths if seq_len % n]
+    if bad:
+        raise IngestError(f"retrieval.lengths {bad} must divide packing.seq_len {seq_len}")
+    counts = {"files": 0, "examples": 0, "answer_tokens": 0, "short_tokens": 0,
+              "per_length": {str(n): 0 for n in cfg.lengths}, "per_kind": {k: 0 for k in cfg.kinds}}
+    init = (docs, tok.to_str(), cfg, seq_len, str(out))
+
+    def add(r: dict) -> None:
+        counts["files"] += 1
+        counts["examples"] += len(r["kinds"])
+        counts["answer_tokens"] += r["answer_tokens"]
+        counts["short_tokens"] += r["short_tokens"]
+        counts["per_length"][str(r["length"])] += 1
+        for k in r["kinds"]:
+            counts["per_kind"][k] += 1
+        if progress is not None:
+            progress.advance(1, examples=len(r["kinds"]))
+
+    if workers <= 1 or n_sequences < 8:
+        _init_worker(*init)
+        for i in range(n_sequences):
+            add(_write_file(i))
+        return counts
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = multiprocessing.get_context("fork")  # the documents are shared, not pickled per task
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
+                             initargs=init) as ex:
+        for r in ex.map(_write_file, range(n_sequences), chunksize=8):
+            add(r)
+    return counts
+
+
+def loss_weights_fn(tok, cfg: RetrievalConfig):
+    """build_corpus's hook: weights for synthesized examples, corpus_weight for other documents."""
+
+    def weights(document, ids: np.ndarray):
+        mark = (document.meta or {}).get(MARK)
+        if mark is None:
+            return None if cfg.corpus_weight == 1.0 else np.full(len(ids), cfg.corpus_weight, np.float32)
+        a0, a1, n = json.loads(mark)  # answer tokens [a0, a1) of n (EOS not counted)
+        if len(ids) not in (n, n + 1):
+            raise IngestError(f"{document.source}: {len(ids)} tokens, but the synthesized example was "
+                              f"measured at {n}; was it ingested with another tokenizer?")
+        w = np.full(len(ids), cfg.context_weight, np.float32)
+        w[a0:a1] = cfg.answer_weight
+        return w
+
+    return weights
+
+
+def build_with_retrieval(cfg, progress=None, *, sources=None) -> dict:
+    """`bookft ingest` with cfg.retrieval.rate > 0: the plain corpus first (its documents and
+    tokenizer are the material), then the published version with the synthesized examples added
+    (same tokenizer, so every cached source keeps its tokens). Returns the final manifest with a
+    `retrieval` summary (also written to the version's retrieval.json)."""
+    from dataclasses import replace
+
+    import datasets
+
+    from bookft.ingest.build import build_corpus
+    from bookft.ingest.tokenize import load_tokenizer
+
+    r = cfg.retrieval
+    sources = list(sources or [])
+    plain = build_corpus(cfg, progress, sources=sources)
+    vdir = Path(plain["path"])
+    tok = load_tokenizer(vdir / "tokenizer" / "tokenizer.json")
+    docs = datasets.load_from_disk(str(vdir / "documents")).select_columns(["text", "kind"]).to_list()
+    n_plain = int(plain["counts"]["sequences"])
+    n_synth = max(1, round(n_plain * r.rate / (1.0 - r.rate)))
+    synth_dir = Path(cfg.out) / "retrieval-sources"
+    if progress is not None:
+        progress.start("synthesize", n_synth, "sequences")
+    counts = synthesize(docs, tok, r, cfg.packing.seq_len, n_synth, synth_dir, progress, cfg.workers)
+    if progress is not None:
+        progress.end()
+    cfg2 = replace(cfg, tokenizer=replace(cfg.tokenizer, retrain=False))  # reuses the plain version's BPE
+    files = sorted(synth_dir.glob("retrieval-*.jsonl"))  # one collection per file: one whole sequence
+    final = build_corpus(cfg2, progress, sources=sources + [(str(f), "jsonl", f.stem) for f in files],
+                         loss_weights=loss_weights_fn(tok, r))
+    summary = {"plain_version": plain["version"], "plain_sequences": n_plain, "synthesized_sequences": n_synth,
+               **counts, "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(r).items()}}
+    tmp = Path(final["path"]) / ".retrieval.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=1))
+    tmp.replace(Path(final["path"]) / "retrieval.json")
+    final["retrieval"] = summary
+    return final

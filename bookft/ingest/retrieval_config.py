@@ -1,0 +1,57 @@
+"""The `retrieval:` section of a corpus YAML: synthesized long-range retrieval examples (issue 9).
+
+Design choices:
+- `rate` is the share of the published corpus's sequences that are synthesized examples (0 = off),
+  so `--synthesize-retrieval 0.9` means nine synthesized sequences for every ordinary one.
+- Examples come in `lengths` (tokens, each dividing packing.seq_len) so a training curriculum that
+  cuts sequences into rows of one of these lengths keeps every example of that length whole.
+- Loss weights: `answer_weight` on the answer tokens, `context_weight` on every other token of an
+  example, `corpus_weight` on the tokens of ordinary documents (1.0 keeps plain fine-tuning as is).
+- `scrub_digits` mirrors the eval's design (bookft.eval.tasks: the filler has no digits, so a value
+  can only come from its needle); switch it off to make the task harder (numbers in the text).
+- Kinds: `magic_number` is the eval's NIAH needle verbatim (bookft.eval.tasks); `passage` asks to
+  complete a sentence seen earlier in a book; `signature` asks for a function's signature after the
+  file that defines it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from bookft.errors import ConfigError
+
+RetrievalKind = Literal["magic_number", "passage", "signature"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetrievalConfig:
+    rate: float = 0.0  # share of sequences that are synthesized; 0 = off
+    lengths: tuple[int, ...] = (256, 512, 1024, 2048)  # example lengths in tokens (EOS included)
+    length_shares: tuple[float, ...] = ()  # relative share of sequences per length; () = equal
+    kinds: tuple[RetrievalKind, ...] = ("magic_number",)
+    kind_shares: tuple[float, ...] = ()  # relative share of examples per kind; () = equal
+    answer_weight: float = 1.0
+    context_weight: float = 0.05
+    corpus_weight: float = 1.0
+    value_digits: int = 7  # magic_number values (as the eval's needle)
+    scrub_digits: bool = True  # drop digits from the text around a magic number (the eval's haystacks
+    #                            have none either, so the value is the only number in the context)
+    seed: int = 0
+
+    def validate(self) -> None:
+        if not 0.0 <= self.rate < 1.0:
+            raise ConfigError(f"retrieval.rate: a share of sequences in [0, 1), got {self.rate}")
+        if not self.lengths or any(n < 64 for n in self.lengths):
+            raise ConfigError(f"retrieval.lengths: give lengths of at least 64 tokens, got {list(self.lengths)}")
+        for name, shares, of in (("length_shares", self.length_shares, self.lengths),
+                                 ("kind_shares", self.kind_shares, self.kinds)):
+            if shares and (len(shares) != len(of) or min(shares) < 0 or sum(shares) <= 0):
+                raise ConfigError(f"retrieval.{name}: one non-negative share per entry of "
+                                  f"{name.split('_')[0]}s ({len(of)}), not all zero; got {list(shares)}")
+        if not self.kinds:
+            raise ConfigError("retrieval.kinds: choose at least one of magic_number, passage, signature")
+        if min(self.answer_weight, self.context_weight, self.corpus_weight) < 0:
+            raise ConfigError("retrieval.answer_weight/context_weight/corpus_weight must be >= 0")
+        if not 1 <= self.value_digits <= 32:
+            raise ConfigError(f"retrieval.value_digits must be in 1..32, got {self.value_digits}")

@@ -1,0 +1,175 @@
+"""`bookft quickstart`: the whole product on the defaults, with a base-vs-tuned needle report.
+
+Design choices:
+- Four library calls, in one process, each timed: ingest (corpora/sample.yaml, which asks for
+  synthesized retrieval examples), eval of the freshly initialised model (the same init seed and
+  shape that training starts from, saved as an HF folder), train (configs/tiny-cpu.yaml: a length
+  curriculum, ring attention over 4 simulated CPU devices), eval of the tuned checkpoint (exported
+  to an HF folder the same way, so both evals load identically); then `compare_reports` draws base
+  and tuned side by side.
+- Both evals use the run config's attention, parallel and eval sections, so they score the same
+  grid (lengths x depths x seeds) the same way, and the tuned model is judged on exactly the
+  format the synthesized examples taught (bookft.eval.tasks' NIAH needle).
+- The summary is a table per length and depth (base vs tuned) plus where the report is; the same
+  figures come back as a dict (benchmarks/e2e.py writes them to JSON).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _per_depth(results: dict) -> dict[str, dict[str, float]]:
+    """{length: {depth: score}} from an eval results dict."""
+    key = results["summary"]["score"]
+    out: dict[str, dict[str, float]] = {}
+    for c in results["cells"]:
+        out.setdefault(str(c["length"]), {})[str(c["depth"])] = float(c["scores"][key])
+    return out
+
+
+def summary_table(base: dict, tuned: dict) -> Table:
+    t = Table(title="needle accuracy (teacher-forced exact match): base -> tuned")
+    t.add_column("length", justify="right")
+    b, u = _per_depth(base), _per_depth(tuned)
+    depths = sorted({d for v in u.values() for d in v}, key=float)
+    for d in depths:
+        t.add_column(f"depth {float(d):g}%", justify="center")
+    for n in sorted(u, key=int):
+        t.add_row(n, *[f"{b.get(n, {}).get(d, float('nan')):.2f} -> {u[n].get(d, float('nan')):.2f}"
+                       for d in depths])
+    return t
+
+
+def run_quickstart(*, corpus_yaml: str | Path | None = None, config: str | Path | None = None,
+                   run_dir: str | Path | None = None, out: str | Path = "quickstart-out",
+                   overrides: list[str] | None = None, ingest_overrides: list[str] | None = None,
+                   fresh: bool = True, console: Console | None = None, progress: bool = True) -> dict[str, Any]:
+    """ingest -> eval base -> train -> eval tuned -> compare. Returns timings, accuracies and paths."""
+    import shutil
+
+    from bookft.config import load
+    from bookft.ingest.build import build_corpus
+    from bookft.ingest.commands import RichProgress, default_corpus_yaml
+    from bookft.ingest.config import IngestConfig
+    from bookft.train.config import DEFAULT_CONFIG, load_run_config
+
+    console = console or Console()
+    out = Path(out)
+    times: dict[str, float] = {}
+    overrides = list(overrides or [])
+
+    # 1. ingest -------------------------------------------------------------------------------------
+    t0 = time.perf_counter()
+    console.rule("[bold]1/4 ingest")
+    icfg = load(IngestConfig, corpus_yaml or default_corpus_yaml(), list(ingest_overrides or []))
+    bar = RichProgress(console) if progress else None
+    try:
+        if icfg.retrieval.rate > 0:
+            from bookft.ingest.retrieval import build_with_retrieval
+
+            manifest = build_with_retrieval(icfg, bar)
+        else:
+            manifest = build_corpus(icfg, bar)
+    finally:
+        if bar is not None:
+            bar.stop()
+    times["ingest_s"] = time.perf_counter() - t0
+    corpus_dir = icfg.out
+    overrides = [f"data.corpus={corpus_dir}"] + overrides
+    cfg_path = config if config is not None else (DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None)
+    cfg = load_run_config(cfg_path, overrides)
+    cfg_file = Path(cfg_path) if cfg_path is not None else None
+    run = Path(run_dir) if run_dir else Path("runs") / cfg.name
+    if fresh and run.exists():
+        shutil.rmtree(run)
+    console.print(f"corpus {manifest['path']}: {manifest['counts']['sequences']:,} sequences"
+                  + (f", {manifest['retrieval']['examples']:,} retrieval examples" if "retrieval" in manifest else ""))
+    if cfg.parallel.cpu_devices:
+        from bookft.parallel.mesh import ensure_cpu_devices
+
+        ensure_cpu_devices(cfg.parallel.cpu_devices)  # before jax starts its backend
+
+    # 2. base model eval ------------------------------------------------------------------------------
+    from bookft.eval.entry import evaluate
+    from bookft.model import init_model, save_hf
+
+    t0 = time.perf_counter()
+    console.rule("[bold]2/4 eval: the freshly initialised model")
+    base_dir = out / "base-model"
+    from bookft.corpus import open_corpus
+
+    tok_dir = Path(open_corpus(corpus_dir).tokenizer_path).parent
+    save_hf(init_model(cfg.model, seed=cfg.train.seed), cfg.model, base_dir, tokenizer_dir=tok_dir)
+    eval_over = overrides + [f"name={cfg.name}"]
+    base = evaluate(checkpoint=None, model_dir=str(base_dir), tokenizer=str(tok_dir), config=cfg_file,
+                    overrides=eval_over, flags={}, out=out / "eval-base", console=console, progress=progress)
+    times["eval_base_s"] = time.perf_counter() - t0
+
+    # 3. train -------------------------------------------------------------------------------------------
+    from bookft.train.loop import train
+    from bookft.train.progress import TrainProgress
+
+    t0 = time.perf_counter()
+    console.rule(f"[bold]3/4 train ({cfg.train.steps} steps, curriculum "
+                 f"{' -> '.join(str(s.seq_len) for s in cfg.train.curriculum) or cfg.data.seq_len})")
+    if progress:
+        with TrainProgress(console, cfg.train.steps) as bar_t:
+            result = train(cfg, run_dir=run, progress=bar_t.update)
+    else:
+        result = train(cfg, run_dir=run)
+    times["train_s"] = time.perf_counter() - t0
+
+    # 4. tuned eval + compare ----------------------------------------------------------------------------
+    t0 = time.perf_counter()
+    console.rule("[bold]4/4 eval: the tuned model")
+    from bookft.train.checkpoint import load_params
+
+    # through an HF folder like the base model, so both are evaluated the same way
+    tuned_model, run_cfg = load_params(run)
+    tuned_dir = out / "tuned-model"
+    save_hf(tuned_model, run_cfg.model, tuned_dir, tokenizer_dir=tok_dir)
+    del tuned_model
+    tuned = evaluate(checkpoint=None, model_dir=str(tuned_dir), tokenizer=str(tok_dir), config=cfg_file,
+                     overrides=eval_over, flags={}, out=out / "eval-tuned", console=console, progress=progress)
+    from bookft.eval.report import compare_reports
+
+    paths = compare_reports(out / "eval-base", out / "eval-tuned", out / "compare", names=("base", "tuned"))
+    times["eval_tuned_s"] = time.perf_counter() - t0
+    times["total_s"] = sum(times.values())
+
+    console.print(summary_table(base, tuned))
+    console.print(" ".join(f"{k[:-2]} {v:.0f} s" for k, v in times.items()))
+    console.print(f"[green]report[/]: {paths['html']}  (base {out / 'eval-base'}/report.html, "
+                  f"tuned {out / 'eval-tuned'}/report.html; checkpoints in {run}/checkpoints, "
+                  f"tuned model as an HF folder in {tuned_dir})")
+    return {
+        "times": {k: round(v, 1) for k, v in times.items()},
+        "corpus": {"path": manifest["path"], "sequences": manifest["counts"]["sequences"],
+                   "retrieval": manifest.get("retrieval")},
+        "train": {"steps": result.step, "final_loss": result.losses.get(result.step),
+                  "tokens_per_s": result.tokens_per_s, "run_dir": str(run)},
+        "base": {"per_depth": _per_depth(base), "summary": base["summary"], "timing": base["timing"]},
+        "tuned": {"per_depth": _per_depth(tuned), "summary": tuned["summary"], "timing": tuned["timing"]},
+        "report": str(paths["html"]), "compare_png": str(paths["png"]),
+    }
+
+
+def register(app) -> None:
+    import typer
+
+    @app.command()
+    def quickstart(
+        corpus: Path = typer.Option(None, "--corpus", "-c", help="Corpus YAML (default corpora/sample.yaml)."),
+        config: Path = typer.Option(None, "--config", help="Run config YAML (default configs/tiny-cpu.yaml)."),
+        run_dir: Path = typer.Option(None, "--run-dir", help="Run directory (default runs/<name>; replaced)."),
+        out: Path = typer.Option(Path("quickstart-out"), "--out", help="Where the reports go."),
+        set_: list[str] = typer.Option([], "--set", help="Run config override a.b=value (repeatable)."),
+    ) -> None:
+        """ingest + eval (base) + train + eval (tuned) on the defaults; prints where the report is."""
+        run_quickstart(corpus_yaml=corpus, config=config, run_dir=run_dir, out=out, overrides=list(set_))

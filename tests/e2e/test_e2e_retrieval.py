@@ -1,0 +1,84 @@
+"""Synthesized retrieval examples: exact lengths, answer spans, weights, determinism, config errors."""
+
+import json
+
+import numpy as np
+import pytest
+
+from bookft.config import from_dict
+from bookft.errors import ConfigError, IngestError
+from bookft.eval.haystack import essay_sentences
+from bookft.eval.tasks import NIAH_INSTRUCTION
+from bookft.ingest.documents import Document
+from bookft.ingest.retrieval import (
+    MARK,
+    _Pool,
+    build_example,
+    count_tokens,
+    loss_weights_fn,
+    synthesize,
+    token_char_spans,
+)
+from bookft.ingest.retrieval_config import RetrievalConfig
+from bookft.ingest.tokenize import train_bpe
+
+
+@pytest.fixture(scope="module")
+def material():
+    gen = essay_sentences(1)
+    docs = [{"text": "".join(next(gen) for _ in range(150)) + " Section 12.5 of 1999.", "kind": "text"}
+            for _ in range(4)]
+    frame = (NIAH_INSTRUCTION + "What is the special magic number for x mentioned in the provided text?\n"
+             "The special magic number for x mentioned in the provided text is ") * 20
+    tok = train_bpe([d["text"] for d in docs] + [frame], 600)  # knows the eval's phrasing
+    return docs, tok
+
+
+def test_example_has_exact_length_and_answer_span(material):
+    docs, tok = material
+    cfg = RetrievalConfig(rate=0.5)
+    for length in (256, 512):
+        rng = np.random.default_rng(length)
+        text, (a0, a1), n = build_example(tok, rng, _Pool(docs), cfg, "magic_number", length, 7)
+        assert n == count_tokens(tok, text) and length - 4 <= n <= length - 1
+        ids = token_char_spans(tok, text)[0]  # as the ingest encodes (paragraph units)
+        answer = tok.decode(ids[a0:a1])
+        assert answer.strip().isdigit() and len(answer.strip()) == 7 and text.endswith(answer.strip())
+        assert "special magic numbers for" in text and text.count(answer.strip()) == 2  # needle + answer
+        body = text.split("\n\n")[0]
+        assert not any(ch.isdigit() for ch in body.replace(answer.strip(), ""))  # scrubbed haystack
+
+
+def test_weights_on_answer_only(material):
+    docs, tok = material
+    cfg = RetrievalConfig(rate=0.5, context_weight=0.05, answer_weight=1.0, corpus_weight=0.5)
+    text, (a0, a1), n = build_example(tok, np.random.default_rng(0), _Pool(docs), cfg, "magic_number", 256, 1)
+    ids = np.asarray(token_char_spans(tok, text)[0] + [0], np.int32)  # + EOS
+    w = loss_weights_fn(tok, cfg)(Document("x", "c", "jsonl", text, meta={MARK: json.dumps([a0, a1, n])}), ids)
+    assert w.shape == ids.shape and np.all(w[a0:a1] == 1.0)
+    assert w.sum() == pytest.approx(a1 - a0 + 0.05 * (n + 1 - (a1 - a0)))
+    plain = loss_weights_fn(tok, cfg)(Document("y", "c", "text", "hello"), ids)
+    assert np.all(plain == 0.5)
+    with pytest.raises(IngestError, match="tokens"):
+        loss_weights_fn(tok, cfg)(Document("x", "c", "jsonl", text, meta={MARK: json.dumps([a0, a1, n + 9])}), ids)
+
+
+def test_synthesize_is_deterministic_across_workers(material, tmp_path):
+    docs, tok = material
+    cfg = RetrievalConfig(rate=0.5, lengths=(256, 512))
+    a = synthesize(docs, tok, cfg, 512, 8, tmp_path / "a", workers=0)
+    b = synthesize(docs, tok, cfg, 512, 8, tmp_path / "b", workers=2)
+    assert a == b and a["files"] == 8 and a["examples"] >= 8
+    for f in sorted((tmp_path / "a").glob("*.jsonl")):
+        assert f.read_text() == (tmp_path / "b" / f.name).read_text()
+        rows = [json.loads(x) for x in f.read_text().splitlines()]
+        assert sum(json.loads(r[MARK])[2] + 1 for r in rows) <= 512  # one sequence per file
+    with pytest.raises(IngestError, match="divide"):
+        synthesize(docs, tok, RetrievalConfig(rate=0.5, lengths=(384,)), 512, 1, tmp_path / "c")
+
+
+@pytest.mark.parametrize("bad", [{"rate": 1.0}, {"lengths": [32]}, {"length_shares": [1.0]},
+                                 {"kinds": []}, {"context_weight": -1.0}])
+def test_config_errors(bad):
+    with pytest.raises(ConfigError):
+        from_dict(RetrievalConfig, bad, "retrieval")
