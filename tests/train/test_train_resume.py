@@ -59,7 +59,7 @@ def config_file(tmp_path, corpus):
 
 
 def cli(args, **kw):
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2 --xla_backend_optimization_level=0")
     return subprocess.Popen([sys.executable, "-m", "bookft.cli", *args], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, **kw)
 
