@@ -93,6 +93,10 @@ def _oom(text: str) -> str | None:
                 f"({text.strip().splitlines()[0][:120]}); lower attention.block_q / attention.block_kv")
     if "RESOURCE_EXHAUSTED" not in text and "out of memory" not in text.lower():
         return None
+    m = re.search(r"Used ([\d.]+[KMGT]?) of ([\d.]+[KMGT]?) host", text)
+    if m:
+        return (f"does not fit: offloaded activations need {m.group(1)}B of host memory per host, "
+                f"{m.group(2)}B available (use remat full or save_dots, or more chips)")
     m = re.search(r"Used ([\d.]+[KMGT]?) of ([\d.]+[KMGT]?) hbm", text)
     if m:
         return f"does not fit: the compiler needs {m.group(1)}B of HBM per chip, {m.group(2)}B available"
