@@ -16,7 +16,9 @@ Design choices:
   alone at offset 0 and a curriculum row of `length` tokens holds whole examples only.
 - Token counts use the ingest's own encoder (paragraph units, bookft.ingest.tokenize), on text
   that is already a fixed point of clean_text, so the built corpus has exactly these tokens.
-- The answer's token span travels in the JSON line (`bookft_retrieval`: start, end, length), and
+- `questions` > 1 also asks (and answers) the question at random places after the fact, as long as
+  the context keeps half the example: more answer tokens per example, at shorter distances.
+- The answers' token spans travel in the JSON line (`bookft_retrieval`: length, spans), and
   `loss_weights_fn` turns it into per-token weights (answer_weight on the answer, context_weight on
   the rest) through build_corpus's loss_weights hook.
 - Deterministic: everything is drawn from numpy generators seeded by (seed, file index).
@@ -151,8 +153,8 @@ KINDS = {"magic_number": _magic, "passage": _passage, "signature": _signature}
 
 
 def build_example(tok, rng, pool: _Pool, cfg: RetrievalConfig, kind: str, length: int, seed: int):
-    """(text, [answer start, end) in tokens, tokens) with tokens == length - 1 (room for the EOS),
-    or a little less."""
+    """(text, answers [(start, end) tokens], tokens) with tokens == length - 1 (room for the EOS),
+    or a little less; the last answer ends the example."""
     spec = None
     for _ in range(20):
         spec = KINDS[kind](rng, pool, cfg, seed)
@@ -163,10 +165,15 @@ def build_example(tok, rng, pool: _Pool, cfg: RetrievalConfig, kind: str, length
                           "(signature needs Python code, passage needs prose)")
     instruction, needle, depth, post, answer, window = spec
     budget = length - 1  # the EOS the ingest appends
-    fixed = count_tokens(tok, instruction + " " + needle + post + answer)
-    if fixed + 16 > budget:
+    asked = post + answer + ".\n\n"  # an earlier asking of the question, answered (when questions > 1)
+    fixed0 = count_tokens(tok, instruction + " " + needle + post + answer)
+    if fixed0 + 16 > budget:
         raise IngestError(f"retrieval.lengths: {length} tokens is too short for a {kind} example "
-                          f"({fixed} tokens without any context); use lengths of at least {fixed + 64}")
+                          f"({fixed0} tokens without any context); use lengths of at least {fixed0 + 64}")
+    n_ask = cfg.questions - 1  # as many as fit, keeping at least half the example for the context
+    while n_ask > 0 and fixed0 + n_ask * count_tokens(tok, asked) > budget // 2:
+        n_ask -= 1
+    fixed = fixed0 + n_ask * count_tokens(tok, asked)
     # Words of a window ("w0", " w1", " w2", ...): cut before a space, each is its own pre-token run,
     # so their token counts add up; one batch encode counts them all.
     src = window(rng, (budget - fixed) * 16).strip()
@@ -176,32 +183,52 @@ def build_example(tok, rng, pool: _Pool, cfg: RetrievalConfig, kind: str, length
     target, best = budget - fixed, None
     for _ in range(5):
         k = int(np.searchsorted(counts, target, side="right"))  # words that fit
-        if k == 0:
+        if k < 2:
             break
         # the needle goes before word m (a sentence start when one is near the nominal depth)
         m = int(np.searchsorted(counts[:k], depth * counts[k - 1]))
         near = [j for j in range(max(1, m - 12), min(k, m + 12)) if words[j - 1].rstrip().endswith((".", "!", "?"))]
         m = min(near, key=lambda j: abs(j - m)) if near and 0 < m < k else m
+        # earlier askings go at random word boundaries after the needle
+        later = sorted(int(x) for x in rng.integers(m + 1, k + 1, n_ask)) if m + 1 <= k else []
+        parts = [instruction]
         if m == 0:
-            context = needle + ("" if words[0].startswith(" ") else " ") + "".join(words[:k])
+            parts += [needle, "" if words[0].startswith(" ") else " "]
         else:
-            context = "".join(words[:m]) + " " + needle + "".join(words[m:k])
-        text = clean_text(instruction + context + post + answer)
-        if not text.endswith(answer) or not text.startswith(instruction.strip()):
-            return None  # cleaning changed the frame (rare odd characters): skip this one
+            parts += ["".join(words[:m]), " ", needle]
+        spans, pos = [], m
+        for q in later:
+            parts.append("".join(words[pos:q]))
+            start = sum(map(len, parts)) + len(post)
+            spans.append((start, start + len(answer)))
+            parts.append(asked)
+            pos = q
+            if q < k:
+                words_q = words[q].lstrip()
+                parts.append(words_q)
+                pos = q + 1
+        parts.append("".join(words[pos:k]))
+        start = sum(map(len, parts)) + len(post)
+        spans.append((start, start + len(answer)))
+        parts += [post, answer]
+        text = "".join(parts)
+        if clean_text(text) != text:
+            return None  # cleaning would change the text (odd characters): skip this one
         n = count_tokens(tok, text)
         if n <= budget and (best is None or n > best[1]):
-            best = (text, n)
+            best = (text, n, spans)
         if n == budget:
             break
         target += budget - n  # the joins count a little differently from the parts
     if best is None:
         return None
-    text, n = best
-    ids, spans = token_char_spans(tok, text)
-    a0 = len(text) - len(answer)
-    hit = np.flatnonzero(spans[:, 1] > a0)
-    return text, (int(hit[0]), n), n
+    text, n, spans = best
+    ids, tspans = token_char_spans(tok, text)
+    answers = []
+    for a0, a1 in spans:
+        hit = np.flatnonzero((tspans[:, 0] < a1) & (tspans[:, 1] > a0))
+        answers.append((int(hit[0]), int(hit[-1]) + 1))
+    return text, answers, n
 
 
 _WORKER: dict = {}
@@ -232,11 +259,11 @@ def _write_file(i: int) -> dict:
                 break
         if ex is None:
             continue
-        text, (a0, a1), n = ex
+        text, answers, n = ex
         used += n + 1
         kinds.append(kind)
-        answer += a1 - a0
-        rows.append({"text": text, "title": f"retrieval {kind} {length}", MARK: json.dumps([a0, a1, n]),
+        answer += sum(a1 - a0 for a0, a1 in answers)
+        rows.append({"text": text, "title": f"retrieval {kind} {length}", MARK: json.dumps([n, answers]),
                      "retrieval_kind": kind, "retrieval_length": length})
     (_WORKER["out"] / f"retrieval-{i:05d}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return {"length": length, "kinds": kinds, "answer_tokens": answer, "short_tokens": seq_len - used}
@@ -291,12 +318,13 @@ def loss_weights_fn(tok, cfg: RetrievalConfig):
         mark = (document.meta or {}).get(MARK)
         if mark is None:
             return None if cfg.corpus_weight == 1.0 else np.full(len(ids), cfg.corpus_weight, np.float32)
-        a0, a1, n = json.loads(mark)  # answer tokens [a0, a1) of n (EOS not counted)
+        n, answers = json.loads(mark)  # n tokens (EOS not counted), answers [[a0, a1), ...]
         if len(ids) not in (n, n + 1):
             raise IngestError(f"{document.source}: {len(ids)} tokens, but the synthesized example was "
                               f"measured at {n}; was it ingested with another tokenizer?")
         w = np.full(len(ids), cfg.context_weight, np.float32)
-        w[a0:a1] = cfg.answer_weight
+        for a0, a1 in answers:
+            w[a0:a1] = cfg.answer_weight
         return w
 
     return weights

@@ -34,6 +34,7 @@ class RetrievalConfig:
     answer_weight: float = 1.0
     context_weight: float = 0.05
     corpus_weight: float = 1.0
+    questions: int = 1  # times the question is asked (and answered); the last one ends the example
     value_digits: int = 7  # magic_number values (as the eval's needle)
     scrub_digits: bool = True  # drop digits from the text around a magic number (the eval's haystacks
     #                            have none either, so the value is the only number in the context)
@@ -53,5 +54,7 @@ class RetrievalConfig:
             raise ConfigError("retrieval.kinds: choose at least one of magic_number, passage, signature")
         if min(self.answer_weight, self.context_weight, self.corpus_weight) < 0:
             raise ConfigError("retrieval.answer_weight/context_weight/corpus_weight must be >= 0")
+        if self.questions < 1:
+            raise ConfigError(f"retrieval.questions must be >= 1, got {self.questions}")
         if not 1 <= self.value_digits <= 32:
             raise ConfigError(f"retrieval.value_digits must be in 1..32, got {self.value_digits}")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
 
 from bookft.errors import TrainError
@@ -140,11 +141,17 @@ def load_params(path: str | Path, step: int | None = None):
         raise TrainError(f"{path}: no config.yaml; expected a `bookft train` run directory or "
                          "RUN_DIR/checkpoints/STEP")
     cfg = load_run_config(cfg_file)
+    if cfg.parallel.cpu_devices:  # a caller that then builds the run's mesh (eval) needs the devices;
+        from bookft.parallel.mesh import ensure_cpu_devices  # no effect once jax's backend is up
+
+        ensure_cpu_devices(cfg.parallel.cpu_devices)
     filt = trainable_filter(cfg.model)
     _, abs_params, _ = nnx.split(abstract_model(cfg.model), filt, ...)
     one = jax.sharding.SingleDeviceSharding(jax.devices()[0])  # restore onto this host, any topology
     abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=one), abs_params)
     got_step, params = restore_params(run_dir, abstract, step)
+    # uncommitted copies, so a jitted caller may place them on any mesh (eval's context-parallel forward)
+    params = jax.tree.map(lambda x: jax.numpy.asarray(np.asarray(x)), params)
     if cfg.model.hf_path:
         model, _ = load_hf(cfg.model.hf_path, like=cfg.model)
     else:

@@ -54,9 +54,9 @@ def _answer_loss(model, corpus, n: int = 12) -> float:
         meta = json.loads(meta) if isinstance(meta, str) else meta
         if MARK not in meta:
             continue
-        a0, a1, _ = json.loads(meta[MARK])  # answer token span
+        _, answers = json.loads(meta[MARK])  # answer token spans
         ids, _ = token_char_spans(tok, row["text"])
-        ans = range(a0, a1)
+        ans = [t for a0, a1 in answers for t in range(a0, a1)]
         logits = forward_logits(model, np.asarray([ids], np.int32))[0]
         lse = np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1)) + logits.max(-1)
         losses += [float(lse[t - 1] - logits[t - 1, ids[t]]) for t in ans]
@@ -91,8 +91,8 @@ def test_e2e_loop_learns_answers(tmp_path):
         lw = s["loss_weights"]
         if not np.any(np.isclose(lw, 0.05)):
             continue
-        starts = np.flatnonzero(s["positions"] == 0)
-        assert starts[0] == 0 and all(st % 256 == 0 for st in starts), starts
+        starts = np.flatnonzero(s["positions"] == 0)  # examples end a few tokens short at most
+        assert starts[0] == 0 and all(-st % 256 <= 8 for st in starts), starts
         assert np.all(np.isin(lw[s["segment_ids"] > 0], [np.float32(0.05), np.float32(1.0)]))
         seen += 1
     assert seen == r["synthesized_sequences"]

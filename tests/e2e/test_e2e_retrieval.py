@@ -39,7 +39,9 @@ def test_example_has_exact_length_and_answer_span(material):
     cfg = RetrievalConfig(rate=0.5)
     for length in (256, 512):
         rng = np.random.default_rng(length)
-        text, (a0, a1), n = build_example(tok, rng, _Pool(docs), cfg, "magic_number", length, 7)
+        text, answers, n = build_example(tok, rng, _Pool(docs), cfg, "magic_number", length, 7)
+        assert len(answers) == 1
+        (a0, a1), = answers
         assert n == count_tokens(tok, text) and length - 4 <= n <= length - 1
         ids = token_char_spans(tok, text)[0]  # as the ingest encodes (paragraph units)
         answer = tok.decode(ids[a0:a1])
@@ -52,15 +54,16 @@ def test_example_has_exact_length_and_answer_span(material):
 def test_weights_on_answer_only(material):
     docs, tok = material
     cfg = RetrievalConfig(rate=0.5, context_weight=0.05, answer_weight=1.0, corpus_weight=0.5)
-    text, (a0, a1), n = build_example(tok, np.random.default_rng(0), _Pool(docs), cfg, "magic_number", 256, 1)
+    text, answers, n = build_example(tok, np.random.default_rng(0), _Pool(docs), cfg, "magic_number", 256, 1)
+    (a0, a1), = answers
     ids = np.asarray(token_char_spans(tok, text)[0] + [0], np.int32)  # + EOS
-    w = loss_weights_fn(tok, cfg)(Document("x", "c", "jsonl", text, meta={MARK: json.dumps([a0, a1, n])}), ids)
+    w = loss_weights_fn(tok, cfg)(Document("x", "c", "jsonl", text, meta={MARK: json.dumps([n, answers])}), ids)
     assert w.shape == ids.shape and np.all(w[a0:a1] == 1.0)
     assert w.sum() == pytest.approx(a1 - a0 + 0.05 * (n + 1 - (a1 - a0)))
     plain = loss_weights_fn(tok, cfg)(Document("y", "c", "text", "hello"), ids)
     assert np.all(plain == 0.5)
     with pytest.raises(IngestError, match="tokens"):
-        loss_weights_fn(tok, cfg)(Document("x", "c", "jsonl", text, meta={MARK: json.dumps([a0, a1, n + 9])}), ids)
+        loss_weights_fn(tok, cfg)(Document("x", "c", "jsonl", text, meta={MARK: json.dumps([n + 9, answers])}), ids)
 
 
 def test_synthesize_is_deterministic_across_workers(material, tmp_path):
@@ -72,13 +75,24 @@ def test_synthesize_is_deterministic_across_workers(material, tmp_path):
     for f in sorted((tmp_path / "a").glob("*.jsonl")):
         assert f.read_text() == (tmp_path / "b" / f.name).read_text()
         rows = [json.loads(x) for x in f.read_text().splitlines()]
-        assert sum(json.loads(r[MARK])[2] + 1 for r in rows) <= 512  # one sequence per file
+        assert sum(json.loads(r[MARK])[0] + 1 for r in rows) <= 512  # one sequence per file
     with pytest.raises(IngestError, match="divide"):
         synthesize(docs, tok, RetrievalConfig(rate=0.5, lengths=(384,)), 512, 1, tmp_path / "c")
 
 
+def test_repeated_questions_are_all_weighted(material):
+    docs, tok = material
+    cfg = RetrievalConfig(rate=0.5, questions=3)
+    text, answers, n = build_example(tok, np.random.default_rng(5), _Pool(docs), cfg, "magic_number", 1024, 2)
+    assert len(answers) == 3 and answers[-1][1] == n
+    ids = token_char_spans(tok, text)[0]
+    values = {tok.decode(ids[a0:a1]).strip() for a0, a1 in answers}
+    assert len(values) == 1 and text.count(values.pop()) == 4  # needle + three answers
+
+
 @pytest.mark.parametrize("bad", [{"rate": 1.0}, {"lengths": [32]}, {"length_shares": [1.0]},
-                                 {"kinds": []}, {"context_weight": -1.0}])
+                                 {"kinds": []}, {"context_weight": -1.0},
+                                 {"questions": 0}])
 def test_config_errors(bad):
     with pytest.raises(ConfigError):
         from_dict(RetrievalConfig, bad, "retrieval")
