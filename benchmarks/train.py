@@ -28,24 +28,18 @@ os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={n}"
 import jax, jax.numpy as jnp, numpy as np
 from bookft.train.config import load_run_config
 from bookft.parallel.mesh import make_mesh
-from bookft.train.setup import init_params, make_attend
-from bookft.train.optimizer import make_optimizer
-from bookft.train.step import (BATCH_FIELDS, StepSettings, batch_sharding, jit_train_step, make_train_step,
-                               opt_state_shardings, shardings_by_path)
+from bookft.train.setup import init_state, make_attend
+from bookft.train.step import BATCH_FIELDS, StepSettings, batch_sharding, jit_train_step, make_train_step
 mesh_axes = {"usp": {"data": 1, "fsdp": 1, "context": n // 2, "context_ulysses": 2}}.get(
     strategy, {"data": 1, "fsdp": 1, "context": n})
 cfg = load_run_config("configs/tiny-cpu.yaml", [f"attention.strategy={strategy}", "parallel.cpu_devices=0",
                       "parallel.mesh=" + json.dumps(mesh_axes), "data.batch_size=2"])
 mesh = make_mesh(cfg.parallel)
 attend, used = make_attend(cfg, mesh)
-graphdef, abs_params, _, params, frozen, p_sh, f_sh = init_params(cfg, mesh, None)
-tx, _ = make_optimizer(cfg.train)
-o_sh = opt_state_shardings(jax.eval_shape(tx.init, abs_params), shardings_by_path(abs_params, p_sh), mesh)
-rep = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
-state = {"params": params, "opt_state": jax.jit(tx.init, out_shardings=o_sh)(params),
-         "step": jax.device_put(jnp.int32(0), rep)}
-step = jit_train_step(make_train_step(graphdef, tx, attend, mesh, StepSettings(cfg.train.loss_chunk, 0.0, "stop")),
-                      {"params": p_sh, "opt_state": o_sh, "step": rep}, f_sh, mesh)
+ts = init_state(cfg, mesh)
+state, frozen = ts.state, ts.frozen
+settings = StepSettings(cfg.train.loss_chunk, 0.0, "stop")
+step = jit_train_step(make_train_step(ts.graphdef, ts.tx, attend, mesh, settings), ts.state_sh, ts.frozen_sh, mesh)
 rng = np.random.default_rng(0)
 shape = (1, 2, seq)
 host = {"input_ids": rng.integers(0, cfg.model.vocab_size, shape).astype(np.int32),

@@ -11,7 +11,6 @@ from bookft.errors import PlanError
 def measure_steps(cfg, result, steps: int = 5) -> dict:
     """Time `steps` real train steps (random tokens, fresh weights) with the plan's settings."""
     import jax
-    import jax.numpy as jnp
     import numpy as np
 
     if jax.default_backend() != "tpu":
@@ -20,17 +19,8 @@ def measure_steps(cfg, result, steps: int = 5) -> dict:
     from bookft.model import flops_per_token
     from bookft.parallel.hardware import chip_for_device
     from bookft.parallel.mesh import make_mesh
-    from bookft.train.optimizer import make_optimizer
-    from bookft.train.setup import init_params, make_attend
-    from bookft.train.step import (
-        BATCH_FIELDS,
-        StepSettings,
-        batch_sharding,
-        jit_train_step,
-        make_train_step,
-        opt_state_shardings,
-        shardings_by_path,
-    )
+    from bookft.train.setup import init_state, make_attend
+    from bookft.train.step import BATCH_FIELDS, StepSettings, batch_sharding, jit_train_step, make_train_step
 
     cfg = dataclasses.replace(
         cfg, model=dataclasses.replace(cfg.model, remat=result.remat),
@@ -38,15 +28,10 @@ def measure_steps(cfg, result, steps: int = 5) -> dict:
         parallel=dataclasses.replace(cfg.parallel, mesh=result.mesh))
     mesh = make_mesh(cfg.parallel)
     attend, _ = make_attend(cfg, mesh)
-    graphdef, abs_params, _, params, frozen, p_sh, f_sh = init_params(cfg, mesh, None)
-    tx, _ = make_optimizer(cfg.train)
-    o_sh = opt_state_shardings(jax.eval_shape(tx.init, abs_params), shardings_by_path(abs_params, p_sh), mesh)
-    opt = jax.jit(tx.init, out_shardings=o_sh)(params)
-    rep = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
-    state_sh = {"params": p_sh, "opt_state": o_sh, "step": rep}
-    state = {"params": params, "opt_state": opt, "step": jax.device_put(jnp.int32(0), rep)}
+    ts = init_state(cfg, mesh)
+    state, frozen = ts.state, ts.frozen
     settings = StepSettings(loss_chunk=cfg.train.loss_chunk, z_loss=cfg.train.z_loss, on_nan="skip")
-    step = jit_train_step(make_train_step(graphdef, tx, attend, mesh, settings), state_sh, f_sh, mesh)
+    step = jit_train_step(make_train_step(ts.graphdef, ts.tx, attend, mesh, settings), ts.state_sh, ts.frozen_sh, mesh)
     a = cfg.train.grad_accum
     shape = (a, max(cfg.data.batch_size // a, 1), result.seq_len)
     rng = np.random.default_rng(0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import jax
@@ -98,6 +99,38 @@ def init_params(cfg: RunConfig, mesh, model_path):
     return graphdef, abs_params, abs_frozen, params, frozen, p_sh, f_sh
 
 
+@dataclass
+class TrainState:
+    """The sharded train state and what builds and steps it (shared by train, plan --measure, benchmarks)."""
+
+    graphdef: object
+    tx: object
+    schedule: object
+    abs_params: object
+    abs_opt: object
+    state: dict
+    state_sh: dict
+    frozen: object
+    frozen_sh: object
+
+
+def init_state(cfg: RunConfig, mesh, model_path=None) -> TrainState:
+    """Parameters (fresh or from an HF folder) and AdamW state, created directly with their shardings.
+
+    Under LoRA `params` holds only the trainable variables (adapters, optionally embeddings and
+    norms) and the base weights are `frozen`, so the optimizer state is adapter-sized.
+    """
+    graphdef, abs_params, _, params, frozen, p_sh, f_sh = init_params(cfg, mesh, model_path)
+    tx, schedule = make_optimizer(cfg.train)
+    abs_opt = jax.eval_shape(tx.init, abs_params)
+    o_sh = opt_state_shardings(abs_opt, shardings_by_path(abs_params, p_sh), mesh)
+    rep = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+    state_sh = {"params": p_sh, "opt_state": o_sh, "step": rep}
+    state = {"params": params, "opt_state": jax.jit(tx.init, out_shardings=o_sh)(params),
+             "step": jax.device_put(jnp.zeros((), jnp.int32), rep)}
+    return TrainState(graphdef, tx, schedule, abs_params, abs_opt, state, state_sh, frozen, f_sh)
+
+
 class Trainer:
     def __init__(self, cfg: RunConfig, run_dir: Path, model_path=None):
         self.cfg, self.run_dir = cfg, run_dir
@@ -127,18 +160,11 @@ class Trainer:
             if (plan.rows // plan.grad_accum) % nb:
                 raise ConfigError(f"{plan.rows // plan.grad_accum} rows per micro-batch cannot be split over "
                                   f"data x fsdp = {nb} devices; raise data.batch_size or shrink the mesh")
-        (self.graphdef, abs_params, self.abs_frozen, params, self.frozen, p_sh,
-         self.f_sh) = init_params(cfg, self.mesh, model_path)
-        # Under LoRA `params` holds only the trainable variables (adapters, optionally embeddings
-        # and norms) and the base weights are `frozen`, so the optimizer state is adapter-sized.
-        self.tx, self.schedule = make_optimizer(cfg.train)
-        abs_opt = jax.eval_shape(self.tx.init, abs_params)
-        o_sh = opt_state_shardings(abs_opt, shardings_by_path(abs_params, p_sh), self.mesh)
-        opt_state = jax.jit(self.tx.init, out_shardings=o_sh)(params)
-        rep = jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec())
-        self.state_sh = {"params": p_sh, "opt_state": o_sh, "step": rep}
-        self.state = {"params": params, "opt_state": opt_state,
-                      "step": jax.device_put(jnp.zeros((), jnp.int32), rep)}
+        ts = init_state(cfg, self.mesh, model_path)
+        self.graphdef, self.frozen, self.f_sh = ts.graphdef, ts.frozen, ts.frozen_sh
+        self.tx, self.schedule, self.state, self.state_sh = ts.tx, ts.schedule, ts.state, ts.state_sh
+        abs_params, abs_opt = ts.abs_params, ts.abs_opt
+        p_sh, o_sh, rep = ts.state_sh["params"], ts.state_sh["opt_state"], ts.state_sh["step"]
         self.ckpt = Checkpointer(run_dir, keep=cfg.checkpoint.keep, async_save=cfg.checkpoint.async_save)
         self.start_step = 0
         got = self.ckpt.restore_latest(_with_shardings(abs_params, p_sh), _with_shardings(abs_opt, o_sh))
