@@ -19,7 +19,7 @@ from typing import Literal
 from bookft.errors import ConfigError
 
 RopeType = Literal["default", "linear", "dynamic", "yarn", "llama3"]
-RematPolicy = Literal["none", "full", "save_dots", "offload"]
+RematPolicy = Literal["none", "full", "save_dots", "offload", "offload_input"]
 ModelType = Literal["llama", "mistral", "qwen2", "qwen3"]
 DType = Literal["float32", "bfloat16"]
 LORA_TARGETS = ("q", "k", "v", "o", "gate", "up", "down")
@@ -98,6 +98,7 @@ class ModelConfig:
     init_std: float = 0.02
     hf_path: str | None = None  # a local HF folder; its config.json gives the shape, its weights the init
     rope_theta_override: float | None = None
+    short_conv: int = 0  # width of a causal depthwise conv on the embeddings (short_conv.py); 0 = off
 
     @property
     def dim_per_head(self) -> int:
@@ -122,6 +123,8 @@ class ModelConfig:
                 f"({self.num_heads}); set model.head_dim")
         if self.dim_per_head % 2:
             raise ConfigError(f"model.head_dim must be even for RoPE, got {self.dim_per_head}")
+        if not 0 <= self.short_conv <= 64:
+            raise ConfigError(f"model.short_conv must be in 0..64 (a conv width; 0 = off), got {self.short_conv}")
         if self.rope_theta_override is not None and self.rope_theta_override <= 0:
             raise ConfigError(f"model.rope_theta_override must be > 0, got {self.rope_theta_override}")
 

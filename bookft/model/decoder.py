@@ -6,7 +6,7 @@ Design choices:
   compile time independent of depth) or a Python loop over the same arrays (`scan_layers=False`).
   One parameter layout for both, so checkpoints do not depend on the choice.
 - The layer body is wrapped in `jax.checkpoint` with the configured policy (none/full/save_dots/
-  offload) — remat per layer.
+  offload/offload_input) — remat per layer.
 - Attention is injected: `model(ids, positions, segment_ids, attend)`; `attend=None` is the dense
   reference in layers.py. The model holds no mesh; params carry logical axis names
   (`out_sharding` metadata) and activations go through `axes.constrain`.
@@ -21,9 +21,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from jax.ad_checkpoint import checkpoint_name
 
 from bookft.model import layers as L
-from bookft.model.axes import constrain
+from bookft.model import short_conv
+from bookft.model.axes import active_rules, constrain
 from bookft.model.config import LORA_TARGETS, ModelConfig
 from bookft.model.rope import rope_cos_sin
 
@@ -38,6 +40,10 @@ class NormParam(nnx.Param):
 
 class LoraParam(nnx.Param):
     """LoRA adapter matrices (A, B)."""
+
+
+class ConvParam(nnx.Param):
+    """The optional short convolution's taps [W, E] (short_conv.py)."""
 
 
 def _dtype(name: str):
@@ -119,6 +125,8 @@ class Decoder(nnx.Module):
         self.embed = _param(EmbedParam, _init("normal", rngs.params(), (v, e), config, dtype), ("vocab", "embed"))
         self.layers = LayerStack(config, rngs=rngs)
         self.final_norm = _param(NormParam, jnp.ones((e,), dtype), ("embed",))
+        if config.short_conv:
+            self.conv = _param(ConvParam, jnp.zeros((config.short_conv, e), dtype), (None, "embed"))
         if not config.tie_embeddings:
             self.lm_head = _param(EmbedParam, _init("normal", rngs.params(), (v, e), config, dtype),
                                   ("vocab", "embed"))
@@ -135,15 +143,17 @@ class Decoder(nnx.Module):
         compute = _dtype(config.compute_dtype)
         if segment_ids is None:
             segment_ids = jnp.ones_like(input_ids)
-        # FSDP: gather the table's embed dim first, so the lookup's output takes the tokens'
-        # batch/seq sharding instead of being replicated and re-split (XLA's involuntary remat)
-        # (cast first, so the gather moves compute-dtype bytes)
-        table = constrain(self.embed[...].astype(compute), ("vocab", None))
-        x = jnp.take(table, input_ids, axis=0)
+        if config.short_conv:  # a tiny-model option: the table is gathered, the taps are ids
+            taps = short_conv.earlier_ids(input_ids, positions, segment_ids, config.short_conv)
+            table = constrain(self.embed[...].astype(compute), ("vocab", None))
+            x = short_conv.apply(table, self.conv[...], taps)
+        else:
+            x = _lookup(self.embed[...].astype(compute), input_ids)  # cast first: bf16 bytes move
         x = constrain(x, ("batch", "seq", "embed"))
         cos, sin = rope_cos_sin(config, positions)
 
         def body(x, p):
+            x = checkpoint_name(x, "layer_input")  # what remat "offload_input" moves to host memory
             return L.layer(p, x, cos, sin, segment_ids, positions, attend, config, return_kv)
 
         policy = L.remat_policy(config.remat)
@@ -171,6 +181,22 @@ class Decoder(nnx.Module):
         return constrain(out, ("batch", "seq", "vocab"))
 
 
+def _lookup(table: jax.Array, input_ids: jax.Array) -> jax.Array:
+    """Embedding lookup [V, E] x [B, S] -> [B, S, E] (the caller constrains it to the tokens' sharding).
+
+    When the sharding rules name "table_embed" (the FSDP axes of the table's embed dim), every
+    device looks all the tokens up in its own embed columns and one all-to-all hands each device its
+    tokens' full rows: no device holds the whole table, and the gradient is a scatter-add into the
+    local [V, E/n] slice instead of a full-size [V, E] one. Otherwise the embed dim is gathered
+    first, so the output takes the tokens' sharding instead of being replicated and re-split.
+    """
+    active = active_rules()
+    if active is not None and "table_embed" in active[1]:
+        table = constrain(table, (None, "table_embed"))
+        return jnp.take(table, constrain(input_ids, (None, None)), axis=0)
+    return jnp.take(constrain(table, ("vocab", None)), input_ids, axis=0)
+
+
 def _host_values(kind: str, shape: tuple[int, ...], std: float, seed: int, index: int) -> np.ndarray:
     """float32 initial values drawn on the host; one PCG64 stream per (seed, parameter index)."""
     if kind == "ones":
@@ -195,7 +221,7 @@ def init_model(config: ModelConfig, seed: int = 0) -> Decoder:
     """
     graphdef, state = nnx.split(abstract_model(config))
     kinds = {name: spec[3] for name, spec in param_specs(config).items()}
-    kinds.update(embed="normal", lm_head="normal", final_norm="ones")
+    kinds.update(embed="normal", lm_head="normal", final_norm="ones", conv="zeros")
     tracing = isinstance(jnp.zeros(()), jax.core.Tracer)
     for index, (path, var) in enumerate(sorted(state.flat_state(), key=lambda kv: kv[0])):
         sds = var.get_value()

@@ -116,5 +116,10 @@ def remat_policy(name: str):
         "save_dots": policies.dots_with_no_batch_dims_saveable,
         # keep matmul outputs in pinned host memory (TPU/GPU); XLA:CPU compiles it as a plain save
         "offload": policies.offload_dot_with_no_batch_dims("device", "pinned_host"),
+        # full remat, but each layer's input (named "layer_input" by the decoder: the scan's only
+        # saved activation) lives in pinned host memory: HBM keeps no per-layer activations at all
+        "offload_input": policies.save_and_offload_only_these_names(
+            names_which_can_be_saved=[], names_which_can_be_offloaded=["layer_input"],
+            offload_src="device", offload_dst="pinned_host"),
     }
     return table[name]

@@ -16,7 +16,7 @@ def plan_command(
     config: Annotated[Path | None, typer.Option("--config", "-c", help="Run config YAML (default configs/tiny-cpu.yaml).")] = None,
     seq_len: Annotated[int | None, typer.Option(help="Tokens per sequence (default: data.seq_len, or 1,048,576).")] = None,
     strategy: Annotated[str, typer.Option(help="ring | usp | allgather | ulysses | local | all")] = "",
-    remat: Annotated[str, typer.Option(help="full | offload | save_dots | none | all")] = "",
+    remat: Annotated[str, typer.Option(help="full | offload_input | offload | save_dots | none | all")] = "",
     max_seq_len: Annotated[bool, typer.Option("--max-seq-len", help="Search the longest sequence that fits, per strategy.")] = False,
     measure: Annotated[bool, typer.Option("--measure", help="On a TPU host: also run a few real steps and time them.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,

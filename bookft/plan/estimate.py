@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from bookft.model import flops_per_token
 from bookft.model.config import ModelConfig
 
-REMAT_EXTRA_FORWARD = {"none": 0.0, "save_dots": 0.0, "full": 1.0, "offload": 0.0}
+REMAT_EXTRA_FORWARD = {"none": 0.0, "save_dots": 0.0, "full": 1.0, "offload": 0.0, "offload_input": 1.0}
 
 
 @dataclass

@@ -15,7 +15,7 @@ from bookft.plan.topology import Topology, topology_devices
 from bookft.train.config import RunConfig
 
 STRATEGIES = ("ring", "usp", "allgather", "ulysses")
-REMATS = ("full", "offload", "save_dots", "none")
+REMATS = ("full", "offload_input", "offload", "save_dots", "none")
 
 
 def lower_bound_bytes(cfg: RunConfig, topo: Topology, seq_len: int, strategy: str) -> tuple[float, str]:
@@ -30,7 +30,7 @@ def lower_bound_bytes(cfg: RunConfig, topo: Topology, seq_len: int, strategy: st
     state = params * (pbytes + 8) / n  # params + AdamW mu, nu (fp32), fully sharded at best
     act_b = 2 if mc.compute_dtype == "bfloat16" else 4
     rows = max(cfg.data.batch_size // cfg.train.grad_accum, 1)
-    saved = 0.0 if mc.remat == "offload" else mc.num_layers * rows * seq_len / cp * e * act_b
+    saved = 0.0 if mc.remat in ("offload", "offload_input") else mc.num_layers * rows * seq_len / cp * e * act_b
     total = state + saved
     why = f"parameters+optimizer {state / GiB:.1f} GiB, saved layer inputs {saved / GiB:.1f} GiB"
     return total, why

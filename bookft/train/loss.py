@@ -11,12 +11,24 @@ so every device scans over its own tokens and no data moves between devices.
 
 Returns sums (weighted cross-entropy, z-loss, weights); the caller divides by the global weight
 sum so that the loss is the mean over all real targets of the global batch, however it is split.
+
+`vocab_parallel_cross_entropy` is the same sums for a context-parallel mesh without ever holding
+the whole output embedding on one device: each context device keeps a vocabulary slice of it
+[V/cp, E] (bf16), the chunk's hidden states are all-gathered over the context axes ([cp*c, E],
+the same number of logits per device as before), and the log-sum-exp and the target logit are
+reduced across the vocabulary slices (pmax/psum). The embedding's gradient is then [V/cp, E] per
+device instead of a full [V, E] fp32 partial sum, and no device ever gathers the full table.
 """
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
+from jax import lax
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 
 def pick_chunk(local_len: int, chunk: int) -> int:
@@ -42,21 +54,82 @@ def chunked_cross_entropy(logits_fn, hidden, targets, weights, *, cp: int = 1, c
         x = jnp.moveaxis(x, 2, 0)
         return x.reshape(n, b, cp * c, *x.shape[4:])
 
-    @jax.checkpoint
     def chunk_loss(h, t, w):
         logits = logits_fn(h).astype(jnp.float32)  # [B, cp*c, V]
         lse = jax.nn.logsumexp(logits, axis=-1)
         tgt = jnp.take_along_axis(logits, t[..., None], axis=-1)[..., 0]
-        ce = jnp.sum((lse - tgt) * w)
-        z = jnp.sum(z_loss * jnp.square(lse) * w) if z_loss else jnp.zeros((), jnp.float32)
-        return ce, z
-
-    def body(carry, xs):
-        ce, z = chunk_loss(*xs)
-        return (carry[0] + ce, carry[1] + z), None
+        return _sums(lse, tgt, w, z_loss)
 
     zero = jnp.zeros((), jnp.float32)
-    (ce, z), _ = jax.lax.scan(body, (zero, zero), (split(hidden), split(targets), split(weights)))
+    ce, z = _scan_chunks(chunk_loss, zero, (split(hidden), split(targets), split(weights)))
+    return ce, z, jnp.sum(weights.astype(jnp.float32))
+
+
+def _sums(lse, tgt, w, z_loss: float):
+    """Per-chunk (sum w*ce, sum w*z*lse^2) from the log-sum-exp and the target logit."""
+    ce = jnp.sum((lse - tgt) * w)
+    return ce, (jnp.sum(z_loss * jnp.square(lse) * w) if z_loss else jnp.zeros((), jnp.float32))
+
+
+def _scan_chunks(chunk_loss, zero, xs):
+    """Sum `chunk_loss` over the leading (chunk) axis of xs; each chunk rematerialised in backward."""
+    chunk_loss = jax.checkpoint(chunk_loss)
+
+    def body(carry, x):
+        ce, z = chunk_loss(*x)
+        return (carry[0] + ce, carry[1] + z), None
+
+    (ce, z), _ = lax.scan(body, (zero, zero), xs)
+    return ce, z
+
+
+def vocab_parallel_axes(mesh, vocab_size: int) -> tuple[str, ...]:
+    """The context axes a vocabulary of `vocab_size` can be split over (empty: use the gathered path)."""
+    axes = tuple(a for a in ("context", "context_ulysses") if mesh.shape.get(a, 1) > 1)
+    cp = math.prod(mesh.shape[a] for a in axes)
+    return axes if axes and vocab_size % cp == 0 else ()
+
+
+def vocab_parallel_cross_entropy(w, hidden, targets, weights, *, mesh, chunk: int = 2048, z_loss: float = 0.0):
+    """w [V, E] output embedding, hidden [B,S,E] (S over the context axes) -> the same sums as
+    `chunked_cross_entropy`, with the vocabulary split over the context axes (see the module doc)."""
+    seq = vocab_parallel_axes(mesh, w.shape[0])
+    if not seq:
+        raise ValueError(f"vocabulary {w.shape[0]} cannot be split over the mesh's context axes {dict(mesh.shape)}")
+    rows = tuple(a for a in ("data", "fsdp") if mesh.shape.get(a, 1) > 1)
+    cp = math.prod(mesh.shape[a] for a in seq)
+    v_local = w.shape[0] // cp
+    w = w.astype(hidden.dtype)  # cast before the re-layout: bf16 moves, and the slice is all we keep
+    w = lax.with_sharding_constraint(w, NamedSharding(mesh, P(seq, None)))
+    tok = P(rows or None, seq)
+
+    def local(w, h, t, wt):  # w [V/cp, E]; h [b, s, E]; t, wt [b, s] (this device's tokens)
+        b, s, _ = h.shape
+        c = pick_chunk(s, chunk)
+        n = s // c
+        first = lax.axis_index(seq) * v_local
+
+        def split(x):  # [b, s, ...] -> [n, b, c, ...]
+            return jnp.moveaxis(x.reshape(b, n, c, *x.shape[2:]), 1, 0)
+
+        def chunk_loss(h, t, wt):  # this device's c tokens; their logits over all vocabulary slices
+            hg, tg = (lax.all_gather(x, seq, axis=1, tiled=True) for x in (h, t))  # [b, cp*c, ...]
+            logits = jnp.einsum("bse,ve->bsv", hg, w, preferred_element_type=jnp.float32)
+            m = lax.pmax(lax.stop_gradient(jnp.max(logits, axis=-1)), seq)  # any shift is exact
+            lse = m + jnp.log(lax.psum(jnp.sum(jnp.exp(logits - m[..., None]), axis=-1), seq))
+            mine = (tg >= first) & (tg < first + v_local)
+            tgt = jnp.take_along_axis(logits, jnp.clip(tg - first, 0, v_local - 1)[..., None], axis=-1)[..., 0]
+            tgt = lax.psum(jnp.where(mine, tgt, 0.0), seq)
+            # back to this device's own tokens (the gathered order is device-major)
+            lse, tgt = (lax.dynamic_slice_in_dim(x, lax.axis_index(seq) * c, c, axis=1) for x in (lse, tgt))
+            return _sums(lse, tgt, wt, z_loss)
+
+        zero = lax.pcast(jnp.zeros((), jnp.float32), (*rows, *seq), to="varying")  # per-device sums
+        ce, z = _scan_chunks(chunk_loss, zero, (split(h), split(t), split(wt)))
+        return lax.psum(ce, (*rows, *seq)), lax.psum(z, (*rows, *seq))
+
+    ce, z = jax.shard_map(local, mesh=mesh, in_specs=(P(seq, None), P(*tok, None), tok, tok),
+                          out_specs=(P(), P()))(w, hidden, targets, weights.astype(jnp.float32))
     return ce, z, jnp.sum(weights.astype(jnp.float32))
 
 

@@ -27,15 +27,22 @@ from jax.sharding import NamedSharding, PartitionSpec
 from bookft.model.axes import use_rules
 from bookft.parallel.mesh import batch_axes, context_degree
 from bookft.parallel.rules import activation_rules, logical_to_spec
-from bookft.train.loss import chunked_cross_entropy
+from bookft.train.loss import chunked_cross_entropy, vocab_parallel_axes, vocab_parallel_cross_entropy
 
 BATCH_FIELDS = ("input_ids", "targets", "weights", "positions", "segment_ids")
 
 
-def model_rules(mesh) -> dict[str, Any]:
+def model_rules(mesh, hidden_size: int | None = None) -> dict[str, Any]:
+    """Activation rules for `use_rules`; with `hidden_size` also "table_embed", the mesh axes of the
+    embedding table's embed dim (its FSDP sharding), so the decoder looks tokens up in the sharded
+    table instead of gathering it (see Decoder.run)."""
     out = {}
     for k, v in activation_rules(mesh).items():
         out[k] = None if not v else (v[0] if len(v) == 1 else v)
+    if hidden_size is not None:
+        table = logical_to_spec(("embed",), (hidden_size,), mesh)[0]
+        if table is not None:
+            out["table_embed"] = table
     return out
 
 
@@ -85,14 +92,18 @@ class StepSettings:
 def make_loss_and_grads(graphdef, attend, mesh, settings: StepSettings):
     """(params, frozen, batch [A, R, L]) -> (loss, grads, weighted target count), exact global mean."""
     cp = context_degree(mesh)
-    rules = model_rules(mesh)
 
     def loss_sums(params, frozen, mb):
         model = nnx.merge(graphdef, params, frozen)
-        with use_rules(mesh, rules):
+        with use_rules(mesh, model_rules(mesh, model.config.hidden_size)):
             hidden = model(mb["input_ids"], mb["positions"], mb["segment_ids"], attend=attend)
-            ce, z, n = chunked_cross_entropy(model.logits, hidden, mb["targets"], mb["weights"],
-                                             cp=cp, chunk=settings.loss_chunk, z_loss=settings.z_loss)
+            if vocab_parallel_axes(mesh, model.config.vocab_size):  # no device holds the whole lm_head
+                ce, z, n = vocab_parallel_cross_entropy(
+                    model.output_embedding(), hidden, mb["targets"], mb["weights"], mesh=mesh,
+                    chunk=settings.loss_chunk, z_loss=settings.z_loss)
+            else:
+                ce, z, n = chunked_cross_entropy(model.logits, hidden, mb["targets"], mb["weights"],
+                                                 cp=cp, chunk=settings.loss_chunk, z_loss=settings.z_loss)
         return ce + z, (ce, n)
 
     grad_fn = jax.grad(loss_sums, has_aux=True)

@@ -8,18 +8,22 @@ from bookft.parallel.config import ParallelConfig
 from bookft.parallel.mesh import make_mesh, resolve_axis_sizes
 from bookft.train.config import Stage, TrainConfig
 from bookft.train.data import Batches, shift_targets
-from bookft.train.loss import chunked_cross_entropy, dense_cross_entropy
+from bookft.train.loss import chunked_cross_entropy, dense_cross_entropy, vocab_parallel_cross_entropy
 from bookft.train.optimizer import make_schedule, stage_lr_scale
+
+
+def loss_inputs(seed, b, s, d, v):
+    """hidden [b,s,d], output embedding [v,d], targets, 0/1 weights."""
+    rng = np.random.default_rng(seed)
+    return (jnp.asarray(rng.normal(size=(b, s, d)), jnp.float32), jnp.asarray(rng.normal(size=(v, d)), jnp.float32),
+            jnp.asarray(rng.integers(0, v, size=(b, s)), jnp.int32),
+            jnp.asarray(rng.random((b, s)) > 0.3, jnp.float32))
 
 
 @pytest.mark.parametrize("cp,chunk,z", [(1, 8, 0.0), (4, 3, 1e-3), (2, 64, 0.0)])
 def test_chunked_loss_equals_dense_value_and_grad(cp, chunk, z):
-    rng = np.random.default_rng(0)
-    b, s, d, v = 2, 48, 8, 37
-    h = jnp.asarray(rng.normal(size=(b, s, d)), jnp.float32)
-    w_out = jnp.asarray(rng.normal(size=(d, v)), jnp.float32)
-    t = jnp.asarray(rng.integers(0, v, size=(b, s)), jnp.int32)
-    wt = jnp.asarray(rng.random((b, s)) > 0.3, jnp.float32)
+    h, w_t, t, wt = loss_inputs(0, 2, 48, 8, 37)
+    w_out = w_t.T
 
     def chunked(h, w_out):
         ce, zz, n = chunked_cross_entropy(lambda x: x @ w_out, h, t, wt, cp=cp, chunk=chunk, z_loss=z)
@@ -34,6 +38,27 @@ def test_chunked_loss_equals_dense_value_and_grad(cp, chunk, z):
     np.testing.assert_allclose(lc, ld, rtol=1e-6)
     for a, b_ in zip(gc, gd, strict=True):
         np.testing.assert_allclose(a, b_, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("axes,z", [({"data": 1, "fsdp": 2, "context": 4}, 1e-3),
+                                    ({"data": 1, "fsdp": 1, "context": 2, "context_ulysses": 4}, 0.0)])
+def test_vocab_parallel_loss_equals_dense_value_and_grad(axes, z):
+    mesh = make_mesh(ParallelConfig(mesh=axes), jax.devices()[:8])
+    h, w, t, wt = loss_inputs(1, 2, 64, 8, 40)
+
+    def parallel(h, w):
+        ce, zz, n = vocab_parallel_cross_entropy(w, h, t, wt, mesh=mesh, chunk=4, z_loss=z)
+        return (ce + zz) / n
+
+    def dense(h, w):
+        ce, zz, n = dense_cross_entropy(h @ w.T, t, wt, z_loss=z)
+        return (ce + zz) / n
+
+    lp, gp = jax.jit(jax.value_and_grad(parallel, argnums=(0, 1)))(h, w)
+    ld, gd = jax.value_and_grad(dense, argnums=(0, 1))(h, w)
+    np.testing.assert_allclose(lp, ld, rtol=1e-6)
+    for a, b_ in zip(gp, gd, strict=True):
+        np.testing.assert_allclose(a, b_, rtol=1e-5, atol=1e-6)
 
 
 def test_shift_targets_masks_document_ends_and_padding():
