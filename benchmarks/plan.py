@@ -31,6 +31,7 @@ def main() -> None:
     ap.add_argument("--remats", default="full")
     ap.add_argument("--seq-lens", default="1048576,4194304")
     ap.add_argument("--max-seq-len", action="store_true")
+    ap.add_argument("--set", action="append", default=[], help="config override key=value (repeatable)")
     a = ap.parse_args()
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     from rich.console import Console
@@ -40,7 +41,7 @@ def main() -> None:
     from bookft.plan.topology import parse_topology, topology_devices
     from bookft.train.config import load_run_config
 
-    cfg = load_run_config(a.config)
+    cfg = load_run_config(a.config, a.set)
     result = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {"cells": [], "max_seq_len": []}
     result["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(), "load_avg": os.getloadavg()[0]}
     key = lambda c: (c["topology"], c["seq_len"], c["strategy"], c["remat"])  # noqa: E731
@@ -58,7 +59,7 @@ def main() -> None:
                     best, tried = max_seq_len(cfg, topo, strategy=s, remat=r, start=1 << 20, devices=devices)
                     row = {"topology": topo.libtpu_name, "strategy": s, "remat": r, "max_seq_len": best,
                            "tried": [(x.seq_len, x.fits, x.as_dict().get("peak_gib")) for x in tried],
-                           "wall_s": time.perf_counter() - t0}
+                           "wall_s": time.perf_counter() - t0, "overrides": a.set}
                     print(row, flush=True)
                     result.setdefault("max_seq_len", []).append(row)
                     continue
@@ -68,7 +69,8 @@ def main() -> None:
                     cell = {"topology": topo.libtpu_name, "seq_len": n, "strategy": s, "remat": r, "fits": res.fits,
                             "peak_gib": d.get("peak_gib"), "temp_gib": d.get("temp_gib"),
                             "params_gib": d.get("params_gib"), "opt_state_gib": d.get("opt_state_gib"),
-                            "compile_s": res.compile_s, "error": res.error,
+                            "compile_s": res.compile_s, "error": res.error, "loss_chunk": cfg.train.loss_chunk,
+                            "overrides": a.set, "load_avg": os.getloadavg()[0],
                             "maxtext_gib": MAXTEXT.get((s, n)) if topo.chips == 64 else None}
                     print(cell, flush=True)
                     cells[key(cell)] = cell

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 from collections.abc import Iterator, Mapping, Sequence
 
 import jax
@@ -58,6 +59,16 @@ def use_rules(mesh: jax.sharding.Mesh, rules: Rules) -> Iterator[None]:
 
 def active_rules() -> tuple[jax.sharding.Mesh, Rules] | None:
     return _ACTIVE.get()
+
+
+def seq_shards() -> int:
+    """How many devices the active rules split the "seq" axis over (1 without rules)."""
+    active = _ACTIVE.get()
+    if active is None or not active[1].get("seq"):
+        return 1
+    mesh, rules = active
+    axes = rules["seq"] if isinstance(rules["seq"], tuple | list) else (rules["seq"],)
+    return math.prod(mesh.shape[a] for a in axes)
 
 
 def constrain(x: jax.Array, names: Sequence[str | None]) -> jax.Array:

@@ -99,6 +99,9 @@ class ModelConfig:
     hf_path: str | None = None  # a local HF folder; its config.json gives the shape, its weights the init
     rope_theta_override: float | None = None
     short_conv: int = 0  # width of a causal depthwise conv on the embeddings (short_conv.py); 0 = off
+    # tokens per device per step of a scan over the MLP (each step rematerialised): bounds the
+    # [tokens, intermediate] buffers at long context; 0 = the whole sequence at once
+    mlp_chunk: int = 0
 
     @property
     def dim_per_head(self) -> int:
@@ -125,10 +128,12 @@ class ModelConfig:
             raise ConfigError(f"model.head_dim must be even for RoPE, got {self.dim_per_head}")
         if not 0 <= self.short_conv <= 64:
             raise ConfigError(f"model.short_conv must be in 0..64 (a conv width; 0 = off), got {self.short_conv}")
+        if self.mlp_chunk < 0:
+            raise ConfigError(f"model.mlp_chunk must be >= 0 (tokens per device per MLP step), got {self.mlp_chunk}")
         if self.rope_theta_override is not None and self.rope_theta_override <= 0:
             raise ConfigError(f"model.rope_theta_override must be > 0, got {self.rope_theta_override}")
 
 
 # Fields an HF config.json does not carry: taken from the run config when loading an HF folder.
 KNOBS = ("param_dtype", "compute_dtype", "remat", "scan_layers", "lora", "init_std", "hf_path",
-         "rope_theta_override")
+         "rope_theta_override", "mlp_chunk")

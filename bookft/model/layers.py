@@ -17,7 +17,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-from bookft.model.axes import constrain
+from bookft.model.axes import constrain, seq_shards
 from bookft.model.config import ModelConfig
 from bookft.model.rope import apply_rope
 
@@ -90,12 +90,31 @@ def finish(p: dict, x: jax.Array, attn: jax.Array, config: ModelConfig) -> jax.A
     """Residual stream x [B,S,E] + o-proj(attn [B,S,Hq,D]), then + SwiGLU MLP."""
     x = x + _proj(p, "wo", attn.astype(x.dtype), "bshd,ehd->bse", config, "o")
     x = constrain(x, ("batch", "seq", "embed"))
-    h = rms_norm(x, p["mlp_norm"], config.rms_norm_eps)
-    gate = _proj(p, "w_gate", h, "bse,fe->bsf", config, "gate")
-    up = _proj(p, "w_up", h, "bse,fe->bsf", config, "up")
-    act = constrain(jax.nn.silu(gate) * up, ("batch", "seq", "mlp"))
-    x = x + _proj(p, "w_down", act, "bsf,ef->bse", config, "down")
-    return constrain(x, ("batch", "seq", "embed"))
+    return constrain(x + mlp(p, x, config), ("batch", "seq", "embed"))
+
+
+def mlp(p: dict, x: jax.Array, config: ModelConfig) -> jax.Array:
+    """SwiGLU MLP (with its pre-norm) of x [B,S,E]; with `config.mlp_chunk` a rematerialised scan over
+    chunks of each device's tokens, so [tokens, intermediate] buffers are chunk-sized."""
+
+    def one(x):
+        h = rms_norm(x, p["mlp_norm"], config.rms_norm_eps)
+        gate = _proj(p, "w_gate", h, "bse,fe->bsf", config, "gate")
+        up = _proj(p, "w_up", h, "bse,fe->bsf", config, "up")
+        act = constrain(jax.nn.silu(gate) * up, ("batch", "seq", "mlp"))
+        return _proj(p, "w_down", act, "bsf,ef->bse", config, "down")
+
+    b, s, e = x.shape
+    cp = seq_shards()
+    if not config.mlp_chunk or s % cp or s // cp <= config.mlp_chunk:
+        return one(x)
+    local = s // cp
+    c = next(c for c in range(config.mlp_chunk, 0, -1) if local % c == 0)
+    n = local // c
+    # [B, S] -> [n, B, cp*c]: chunk k holds every device's k-th run of c tokens, so no data moves
+    xs = jnp.moveaxis(x.reshape(b, cp, n, c, e), 2, 0).reshape(n, b, cp * c, e)
+    ys = jax.lax.map(jax.checkpoint(lambda xc: one(constrain(xc, ("batch", "seq", "embed")))), xs)
+    return jnp.moveaxis(ys.reshape(n, b, cp, c, e), 0, 2).reshape(b, s, e)
 
 
 def layer(p: dict, x: jax.Array, cos: jax.Array, sin: jax.Array, segment_ids: jax.Array,

@@ -16,24 +16,32 @@ from bookft.train.config import RunConfig
 
 STRATEGIES = ("ring", "usp", "allgather", "ulysses")
 REMATS = ("full", "offload_input", "offload", "save_dots", "none")
+# pinned host memory the TPU compiler lets one device's program use for offloaded activations
+# (libtpu's own limit: "Ran out of memory in memory space host. Used 152.00G of 128.00G host")
+HOST_OFFLOAD_BYTES = 128 * GiB
 
 
 def lower_bound_bytes(cfg: RunConfig, topo: Topology, seq_len: int, strategy: str) -> tuple[float, str]:
     """Bytes per device that any plan needs, and how they add up."""
     mc = cfg.model
     n = topo.n_devices
-    sizes = mesh_for(cfg, strategy, n)
-    cp = sizes.get("context", 1) * sizes.get("context_ulysses", 1)
     e, f, d = mc.hidden_size, mc.intermediate_size, mc.dim_per_head
     params = mc.num_layers * (e * d * (mc.num_heads * 2 + mc.num_kv_heads * 2) + 3 * e * f) + 2 * mc.vocab_size * e
     pbytes = 4 if mc.param_dtype == "float32" else 2
     state = params * (pbytes + 8) / n  # params + AdamW mu, nu (fp32), fully sharded at best
-    act_b = 2 if mc.compute_dtype == "bfloat16" else 4
-    rows = max(cfg.data.batch_size // cfg.train.grad_accum, 1)
-    saved = 0.0 if mc.remat in ("offload", "offload_input") else mc.num_layers * rows * seq_len / cp * e * act_b
+    saved = 0.0 if mc.remat in ("offload", "offload_input") else layer_inputs_bytes(cfg, topo, seq_len, strategy)
     total = state + saved
     why = f"parameters+optimizer {state / GiB:.1f} GiB, saved layer inputs {saved / GiB:.1f} GiB"
     return total, why
+
+
+def layer_inputs_bytes(cfg: RunConfig, topo: Topology, seq_len: int, strategy: str) -> float:
+    """Bytes per device of every layer's input (what full remat saves; offloading remat moves to host)."""
+    mc = cfg.model
+    sizes = mesh_for(cfg, strategy, topo.n_devices)
+    cp = sizes.get("context", 1) * sizes.get("context_ulysses", 1)
+    rows = max(cfg.data.batch_size // cfg.train.grad_accum, 1)
+    return mc.num_layers * rows * seq_len / cp * mc.hidden_size * (2 if mc.compute_dtype == "bfloat16" else 4)
 
 
 def plan(cfg: RunConfig, topo: Topology, *, seq_len: int, strategies=STRATEGIES, remats=REMATS,
@@ -52,13 +60,19 @@ def plan(cfg: RunConfig, topo: Topology, *, seq_len: int, strategies=STRATEGIES,
 def plan_fast(cfg, topo, devices, *, seq_len, strategy, remat) -> PlanResult:
     c = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, remat=remat))
     bound, why = lower_bound_bytes(c, topo, seq_len, strategy)
-    if bound > topo.hbm_per_device:
-        return PlanResult(strategy=strategy, remat=remat, seq_len=seq_len, topology=topo.libtpu_name,
-                          n_devices=topo.n_devices, mesh=mesh_for(cfg, strategy, topo.n_devices), fits=False,
-                          capacity_bytes=topo.hbm_per_device, peak_bytes=None,
-                          error=f"does not fit: at least {bound / GiB:.1f} GiB per chip ({why}) > "
-                                f"{topo.hbm_per_device / GiB:.1f} GiB (analytic lower bound, not compiled)")
-    return plan_one(cfg, topo, devices, seq_len=seq_len, strategy=strategy, remat=remat)
+    host = layer_inputs_bytes(c, topo, seq_len, strategy) if remat in ("offload", "offload_input") else 0.0
+    refusal = None
+    if host >= HOST_OFFLOAD_BYTES:
+        refusal = (f"does not fit: the offloaded layer inputs alone need {host / GiB:.0f} GiB of host memory per "
+                   f"chip, the compiler allows {HOST_OFFLOAD_BYTES / GiB:.0f} GiB (analytic lower bound, not compiled)")
+    elif bound > topo.hbm_per_device:
+        refusal = (f"does not fit: at least {bound / GiB:.1f} GiB per chip ({why}) > "
+                   f"{topo.hbm_per_device / GiB:.1f} GiB (analytic lower bound, not compiled)")
+    if refusal is None:
+        return plan_one(cfg, topo, devices, seq_len=seq_len, strategy=strategy, remat=remat)
+    return PlanResult(strategy=strategy, remat=remat, seq_len=seq_len, topology=topo.libtpu_name,
+                      n_devices=topo.n_devices, mesh=mesh_for(cfg, strategy, topo.n_devices), fits=False,
+                      capacity_bytes=topo.hbm_per_device, peak_bytes=None, error=refusal)
 
 
 def rank(results: list[PlanResult]) -> list[PlanResult]:
