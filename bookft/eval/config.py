@@ -34,6 +34,9 @@ class EvalConfig:
     num_lengths: int = 4
     length_spacing: Literal["linear", "log"] = "log"
     length_multiple: int = 1  # round spaced lengths to a multiple (e.g. 2*cp*block for ring)
+    # batch lengths are bucketed (2^k * (1 + j/length_buckets), then the attention's chunks and
+    # blocks) so a grid compiles once per bucket; padding is masked (segment id 0). 0 = exact lengths
+    length_buckets: int = 4
     depths: tuple[float, ...] = ()  # percent, 0 = start of the haystack, 100 = end
     num_depths: int = 5
     depth_spacing: Literal["linear", "sigmoid"] = "linear"
@@ -47,6 +50,7 @@ class EvalConfig:
     num_queries: int = 2  # multiquery: keys asked at once
     num_hops: int = 4  # vartrack: assignments after the first
     value_digits: int = 7
+    phrasing: Literal["ruler", "short"] = "ruler"  # niah/multikey wording (tasks.py)
     # Scoring
     scoring: tuple[Scorer, ...] = ("teacher_forced",)
     threshold: float = 0.85  # RULER effective length: the largest length with every length <= it >= this
@@ -75,6 +79,9 @@ class EvalConfig:
             raise ConfigError("eval.haystack is corpus but eval.corpus is not set (a corpus directory)")
         if not 0.0 <= self.threshold <= 1.0:
             raise ConfigError(f"eval.threshold is a fraction in [0, 1], got {self.threshold}")
+        if self.length_buckets < 0:
+            raise ConfigError(f"eval.length_buckets: steps per doubling, >= 0 (0 = no bucketing), "
+                              f"got {self.length_buckets}")
         if self.batch_size < 1 or self.length_multiple < 1 or self.logits_tail < 1:
             raise ConfigError("eval.batch_size, eval.length_multiple and eval.logits_tail must be >= 1")
         if min(self.num_distractors, self.num_hops) < 0 or min(self.num_values, self.num_queries) < 1:

@@ -7,6 +7,10 @@ Design choices:
 - Phrasing follows RULER (Hsieh et al. 2024, "RULER: What's the Real Context Size of Your
   Long-Context Language Models?"): "One of the special magic numbers for {key} is: {value}.",
   the passkey filler task (Mohtashami & Jaggi 2023) and variable tracking (VAR X = ...).
+- `phrasing: short` (niah, multikey) ends the answer prefix with the needle's own words ("The
+  special magic number for K is:"), so the answer is a copy of what followed them; RULER's
+  paraphrased prefix ("... mentioned in the provided text is") also needs the key matched across
+  different words. The tiny CPU default uses short (issue 9); real models use ruler.
 - Values are digit strings, keys and variable names contain no digits, and the essay filler has
   none, so a value can only come from its needle.
 - Content is seeded by (seed, task) alone: every cell of a seed asks the same question, so a
@@ -84,12 +88,20 @@ def _niah(cfg: EvalConfig, seed: int, depth: float, distractors: int) -> TaskIns
     keys = _keys(rng, 1 + distractors)
     values = _values(rng, 1 + distractors, cfg.value_digits)
     depths = [depth] + _other_depths(_rng(seed, "niah-depths"), distractors)
-    needles = [Needle(_magic(k, v), d) for k, v, d in zip(keys, values, depths, strict=False)]
+    if cfg.phrasing == "short":
+        # the answer prefix repeats the needle's words up to the value: retrieval is a plain copy
+        # of what followed them (an induction head), what a tiny model trained for minutes can learn
+        needles = [Needle(f"The special magic number for {k} is: {v}.", d)
+                   for k, v, d in zip(keys, values, depths, strict=False)]
+        question = f"What is the special magic number for {keys[0]}?"
+        prefix = f"The special magic number for {keys[0]} is:"
+    else:
+        needles = [Needle(_magic(k, v), d) for k, v, d in zip(keys, values, depths, strict=False)]
+        question = f"What is the special magic number for {keys[0]} mentioned in the provided text?"
+        prefix = f"The special magic number for {keys[0]} mentioned in the provided text is"
     return TaskInstance(
         task="multikey" if distractors else "niah", instruction=NIAH_INSTRUCTION, needles=needles,
-        question=f"What is the special magic number for {keys[0]} mentioned in the provided text?",
-        answer_prefix=f"The special magic number for {keys[0]} mentioned in the provided text is",
-        answer=f" {values[0]}", references=[values[0]], target=0)
+        question=question, answer_prefix=prefix, answer=f" {values[0]}", references=[values[0]], target=0)
 
 
 def _multivalue(cfg: EvalConfig, seed: int, depth: float) -> TaskInstance:

@@ -111,7 +111,8 @@ def _magic(rng, pool: _Pool, cfg: RetrievalConfig, seed: int):
     from bookft.eval.config import EvalConfig
     from bookft.eval.tasks import make_task
 
-    task = make_task(EvalConfig(task="niah", value_digits=cfg.value_digits), seed, float(rng.uniform(0, 100)))
+    settings = EvalConfig(task="niah", value_digits=cfg.value_digits, phrasing=cfg.phrasing)
+    task = make_task(settings, seed, float(rng.uniform(0, 100)))
     post = f"\n\n{task.question}\n{task.answer_prefix}"
     window = pool.window
     if cfg.scrub_digits:

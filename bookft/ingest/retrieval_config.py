@@ -36,6 +36,7 @@ class RetrievalConfig:
     corpus_weight: float = 1.0
     questions: int = 1  # times the question is asked (and answered); the last one ends the example
     value_digits: int = 7  # magic_number values (as the eval's needle)
+    phrasing: Literal["ruler", "short"] = "ruler"  # magic_number wording: the eval's eval.phrasing
     scrub_digits: bool = True  # drop digits from the text around a magic number (the eval's haystacks
     #                            have none either, so the value is the only number in the context)
     seed: int = 0
