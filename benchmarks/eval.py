@@ -1,37 +1,47 @@
-"""Eval benchmark: teacher-forced scoring throughput of the tiny preset on CPU, the wall time of a
-full default grid, and the cost of building one long sample (haystack + placement + encode).
+"""Eval benchmark: teacher-forced scoring throughput of the tiny preset on CPU (dense reference,
+local xla kernel, and ring attention over --cp simulated devices: the context-parallel path a TPU
+slice runs), greedy generation (bucketed prefill + KV-cache decode, local and ring), the wall time
+of a full default grid, and the cost of building one long sample (haystack + placement + encode).
 
 The model is configs/models/tiny.yaml (random weights: throughput does not depend on them); the
 tokenizer is a byte-level BPE with 1,024 entries trained on the essay filler on the fly. Prints a
-rich table and writes benchmarks/results/eval.json.
+rich table and writes benchmarks/results/eval.json. Simulated CPU devices share the host's cores,
+so ring rows measure the overhead of the CP path, not a speed-up.
 
-    python benchmarks/eval.py [--lengths 1024,2048,4096] [--batch 4] [--reps 3] [--long 131072]
+    python benchmarks/eval.py [--lengths 1024,2048,4096] [--batch 4] [--reps 3] [--cp 4] [--long 131072]
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import platform
-import time
-from itertools import islice
-from pathlib import Path
 
-import numpy as np
-from rich.console import Console
-from rich.table import Table
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
 
-from bookft.attention.config import AttentionConfig
-from bookft.config import from_dict, read_yaml
-from bookft.eval import EvalConfig, run_niah
-from bookft.eval.drivers import length_rule, make_attend, model_logits_fn
-from bookft.eval.haystack import build_haystack, essay_sentences
-from bookft.eval.placement import build_sample
-from bookft.eval.tasks import make_task
-from bookft.eval.tokenizer import EvalTokenizer
-from bookft.model import ModelConfig, init_model
+import argparse  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import time  # noqa: E402
+from itertools import islice  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
+
+from bookft.attention.config import AttentionConfig  # noqa: E402
+from bookft.config import from_dict, read_yaml  # noqa: E402
+from bookft.eval import EvalConfig, run_niah  # noqa: E402
+from bookft.eval.drivers import attention_and_layout, model_generate_fn, model_logits_fn  # noqa: E402
+from bookft.eval.haystack import build_haystack, essay_sentences  # noqa: E402
+from bookft.eval.layout import SeqLayout  # noqa: E402
+from bookft.eval.placement import build_sample  # noqa: E402
+from bookft.eval.tasks import make_task  # noqa: E402
+from bookft.eval.tokenizer import EvalTokenizer  # noqa: E402
+from bookft.model import ModelConfig, init_model  # noqa: E402
+from bookft.parallel.config import ParallelConfig  # noqa: E402
+from bookft.parallel.mesh import make_mesh  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,6 +61,7 @@ def main() -> None:
     ap.add_argument("--lengths", default="1024,2048,4096")
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--cp", type=int, default=4, help="simulated devices on the context axis (ring rows)")
     ap.add_argument("--long", type=int, default=131072, help="length of the single long sample timed")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "eval.json"))
     args = ap.parse_args()
@@ -61,14 +72,19 @@ def main() -> None:
     tok = EvalTokenizer.load(essay_tokenizer(min(1024, mcfg.vocab_size)))
     rows: list[dict] = []
 
-    # 1) teacher-forced throughput: one forward pass + tail logits, batch x length tokens, with the
-    #    dense reference attention and with the local blockwise XLA kernel (the CLI default on CPU)
+    # attention setups: (attend, layout); ring = the configured CP strategy over --cp devices
     local = AttentionConfig(strategy="local", kernel="xla")
-    attends = {"reference": (None, None), "xla": (make_attend(local), length_rule(local))}
-    for name, (attend, _) in attends.items():
-        fn = model_logits_fn(model, attend=attend, tail=512)
+    ring = AttentionConfig(strategy="ring", kernel="xla")
+    mesh = make_mesh(ParallelConfig(mesh={"data": 1, "fsdp": 1, "context": args.cp}), jax.devices()[:args.cp])
+    setups = {"reference": (None, SeqLayout()), "xla": attention_and_layout(local),
+              f"ring{args.cp}": attention_and_layout(ring, mesh)}
+    rng = np.random.default_rng(0)
+
+    # 1) teacher-forced throughput: one forward pass + tail logits, batch x length tokens
+    for name, (attend, layout) in setups.items():
+        fn = model_logits_fn(model, attend=attend, tail=512, layout=layout)
         for n in [int(x) for x in args.lengths.split(",")]:
-            ids = np.random.default_rng(0).integers(0, tok.vocab_size, (args.batch, n)).astype(np.int32)
+            ids = rng.integers(0, tok.vocab_size, (args.batch, n)).astype(np.int32)
             pos = np.broadcast_to(np.arange(n, dtype=np.int32), ids.shape)
             seg = np.ones_like(ids)
             t0 = time.perf_counter()
@@ -82,15 +98,37 @@ def main() -> None:
                          "seconds": round(dt, 4), "compile_s": round(compile_s, 2),
                          "tokens_per_s": round(args.batch * n / dt, 1)})
 
-    # 2) the full default grid (EvalConfig()): haystacks, placement, compile and scoring, end to end,
-    #    with the CLI's default attention on CPU (local xla)
+    # 2) greedy generation: prompts of different lengths in one bucket, prefill + 16 decode steps
+    n_new, plen = 16, int(args.lengths.split(",")[0])
+    prompts = [rng.integers(0, tok.vocab_size, plen - 3 * i).astype(np.int32) for i in range(args.batch)]
+    for name in ("xla", f"ring{args.cp}"):
+        attend, layout = setups[name]
+        gen = model_generate_fn(model, attend=attend, layout=layout)
+        t0 = time.perf_counter()
+        gen(prompts, n_new)  # compile prefill + decode step
+        compile_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        gen(prompts, 1)
+        prefill_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        gen(prompts, n_new)
+        total_s = time.perf_counter() - t0
+        rows.append({"what": f"generate/{name}", "length": layout.length(plen), "batch": args.batch,
+                     "seconds": round(total_s, 4), "prefill_s": round(prefill_s, 4), "new_tokens": n_new,
+                     "decode_ms_per_token": round(1e3 * (total_s - prefill_s) / (n_new - 1), 2),
+                     "compile_s": round(compile_s, 2),
+                     "tokens_per_s": round(sum(map(len, prompts)) / prefill_s, 1)})
+
+    # the full default grid (EvalConfig()): haystacks, placement, compile and scoring, end to end,
+    # with the CLI's default attention on CPU (local xla)
     cfg = EvalConfig()
-    attend, rule = attends["xla"]
+    attend, layout = setups["xla"]
     t0 = time.perf_counter()
-    res = run_niah(model, tok, cfg, attend=attend, pad_length=rule, console=console, progress=False)
+    res = run_niah(model, tok, cfg, attend=attend, layout=layout, console=console, progress=False)
     grid_s = time.perf_counter() - t0
     rows.append({"what": "default_grid", "lengths": res["lengths"], "depths": res["depths"],
                  "seeds": list(cfg.seeds), "cells": len(res["cells"]), "seconds": round(grid_s, 2),
+                 "buckets": sorted({layout.length(n) for n in res["lengths"]}),
                  "tokens": res["timing"]["tokens"], "tokens_per_s": round(res["timing"]["tokens"] / grid_s, 1)})
 
     # 3) one long sample: haystack (count per sentence), placement, whole-text encode
@@ -110,7 +148,11 @@ def main() -> None:
     for col in ("what", "length / grid", "batch", "seconds", "tokens/s", "notes"):
         table.add_column(col, justify="right" if col not in ("what", "notes") else "left", no_wrap=col == "what")
     for r in rows:
-        if r["what"].startswith("teacher_forced"):
+        if r["what"].startswith("generate"):
+            table.add_row(r["what"], str(r["length"]), str(r["batch"]), f"{r['seconds']:.3f}",
+                          f"{r['tokens_per_s']:,.0f}", f"prefill {r['prefill_s']} s, decode "
+                          f"{r['decode_ms_per_token']} ms/token, compile {r['compile_s']} s")
+        elif r["what"].startswith("teacher_forced"):
             table.add_row(r["what"], str(r["length"]), str(r["batch"]), f"{r['seconds']:.3f}",
                           f"{r['tokens_per_s']:,.0f}", f"compile {r['compile_s']} s")
         elif r["what"] == "default_grid":

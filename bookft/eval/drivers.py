@@ -1,35 +1,33 @@
-"""Drive a bookft Decoder for eval: logits of the tail, greedy generation, attention by config.
+"""Drive a bookft Decoder for eval: tail logits, greedy generation, attention by config.
 
 Design choices:
-- `model_logits_fn` runs the full forward pass (hidden [B,S,D]) but applies the LM head only to
-  the `tail` positions before the end of the real tokens (padding after them can be a whole
-  block per chunk), so memory stays O(S*D), never O(S*V) (128K vocab x 1M tokens would be 512 GB
-  in fp32). It returns (logits, start): the window's first position, a traced scalar, so one
-  compiled program serves every batch of a length.
-- With a mesh whose context axes are larger than 1, the sequence is zig-zag load-balanced before
-  the forward (tokens, positions, segment ids together, as the train data path does) and the
-  hidden states are put back in order before the tail is taken; the attention function comes from
-  `make_attention(strategy, kernel, mesh, ...)` with the run config's attention section.
+- Both scorers run the forward pass training runs: the attend of `make_attention(strategy,
+  kernel, mesh, ...)` from the run config's attention section, over the configured mesh, with
+  inputs laid out by `SeqLayout` (bucketed length, zig-zag order, sharded along S over the
+  context axes) and the parameters placed with their train shardings. A 1M-token prompt is
+  prefilled on a slice exactly as a 1M-token training sequence is.
+- `model_logits_fn` applies the LM head only to the `tail` positions before the end of the real
+  tokens (padding after them can be a whole block per chunk), so memory stays O(S*D), never
+  O(S*V) (128K vocab x 1M tokens would be 512 GB in fp32). It returns (logits, start): the
+  window's first position; the window is a traced argument, so one compiled program serves every
+  batch of a bucket.
+- `model_generate_fn` prefills with the same layout and attend (bookft.model.generate's
+  prefill_cache) and decodes over the cache where it lies, batched across prompt lengths.
 - Everything model-specific is imported lazily so the eval package imports (and its tests run)
   without the model, attention or parallel packages.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from bookft.errors import EvalError
+from bookft.eval.layout import SeqLayout, context_degree
 
-CONTEXT_AXES = ("context", "context_ulysses")
-
-
-def context_degree(mesh) -> int:
-    if mesh is None:
-        return 1
-    return int(np.prod([mesh.shape[a] for a in CONTEXT_AXES if a in mesh.shape]))
+__all__ = ["attention_and_layout", "check_model", "context_degree", "make_attend", "model_generate_fn",
+           "model_logits_fn", "position_limit"]
 
 
 def make_attend(attention_cfg: Any | None, mesh=None):
@@ -47,102 +45,87 @@ def make_attend(attention_cfg: Any | None, mesh=None):
                           block_q=attention_cfg.block_q, block_kv=attention_cfg.block_kv)
 
 
-@dataclass(frozen=True)
-class LengthRule:
-    """Valid sequence lengths for a strategy/kernel: whole 2*cp chunks, and whole blocks per chunk
-    once a chunk is longer than one block (kernels use a single block of min(block, chunk))."""
+def attention_and_layout(attention_cfg: Any | None, mesh=None, per_octave: int = 4):
+    """(attend, SeqLayout) for a run config's attention section on `mesh` (None: one device)."""
+    from bookft.eval.layout import length_rule
 
-    chunks: int = 1
-    block: int = 1
-
-    def __call__(self, n: int) -> int:
-        chunk = -(-n // self.chunks)
-        if chunk > self.block:
-            chunk = -(-chunk // self.block) * self.block
-        return chunk * self.chunks
+    attend = make_attend(attention_cfg, mesh)
+    spec = getattr(attend, "spec", None)
+    balanced = bool(spec is not None and spec.load_balanced and spec.strategy != "local")
+    used_mesh = mesh if spec is not None and spec.strategy != "local" else None
+    return attend, SeqLayout(mesh=used_mesh, balanced=balanced, rule=length_rule(attention_cfg, used_mesh),
+                             per_octave=per_octave)
 
 
-def length_rule(attention_cfg: Any | None, mesh=None) -> LengthRule:
-    if attention_cfg is None:
-        return LengthRule()
-    block = 1 if attention_cfg.kernel == "reference" else max(attention_cfg.block_q, attention_cfg.block_kv)
-    return LengthRule(chunks=2 * context_degree(mesh), block=block)  # local is cp=1: 2 chunks
-
-
-def pad_attend(attend, rule: LengthRule):
-    """Wrap a local attend so any length works: pad S up to `rule(S)` with segment id 0, cut back.
-
-    Used for generation prefill, whose prompt length is whatever the tokenizer made it. Padding
-    rows come last and sit in their own segment, so no real query attends to them.
-    """
-    if attend is None:
-        return attend
-    import jax.numpy as jnp
-
-    def padded(q, k, v, segment_ids, positions):
-        s = q.shape[1]
-        pad = rule(s) - s
-        if pad == 0:
-            return attend(q, k, v, segment_ids, positions)
-        p4, p2 = ((0, 0), (0, pad), (0, 0), (0, 0)), ((0, 0), (0, pad))
-        out = attend(jnp.pad(q, p4), jnp.pad(k, p4), jnp.pad(v, p4), jnp.pad(segment_ids, p2),
-                     jnp.pad(positions, p2))
-        return out[:, :s]
-
-    return padded
-
-
-def model_logits_fn(model, *, attend=None, tail: int = 512, mesh=None, load_balanced: bool = False):
+def model_logits_fn(model, *, attend=None, tail: int = 512, layout: SeqLayout | None = None):
     """logits_fn(input_ids, positions, segment_ids) -> (logits [B, T, V] float32, start), T = min(tail, S):
-    positions start..start+T-1, ending where the last real token (segment id > 0) of the batch ends."""
+    positions start..start+T-1, ending where the last real token (segment id > 0) of the batch ends.
+
+    Inputs [B,S] come in natural order at a length `layout.length` accepts; the layout puts them
+    in stored order on the mesh, the same forward as training runs (attend, rules, shardings).
+    """
     import jax
     import jax.numpy as jnp
     from flax import nnx
 
-    graphdef, state = nnx.split(model)
-    cp = context_degree(mesh)
-    balance = load_balanced and cp > 1
-    if balance:
-        from bookft.attention.balance import load_balance, unbalance
+    layout = layout or SeqLayout()
+    graphdef, state = nnx.split(layout.place(model))
 
-    def forward(state, ids, pos, seg, start):
+    def forward(state, ids, pos, seg, window):
         m = nnx.merge(graphdef, state)
-        h = m(ids, pos, seg, attend=attend)  # [B,S,D]
-        if balance:
-            h = unbalance(h, cp, axis=1)
-        window = jax.lax.dynamic_slice_in_dim(h, start, min(tail, h.shape[1]), axis=1)  # [B,T,D]
-        return m.logits(window)  # [B,T,V]
+        h = m(ids, pos, seg, attend=attend)  # [B,S,D], stored order
+        # the window [T] (stored indices) as a one-hot contraction over S: local + all-reduce on a
+        # sequence-sharded h, never a gather or reorder of [B,S,D]
+        pick = (jnp.arange(h.shape[1])[None, :] == window[:, None]).astype(h.dtype)  # [T,S]
+        return m.logits(jnp.einsum("ts,bse->bte", pick, h))  # [B,T,V]
 
     fwd = jax.jit(forward)
 
     def logits_fn(ids: np.ndarray, pos: np.ndarray, seg: np.ndarray):
-        s = ids.shape[1]
+        b, s = ids.shape
         end = int((np.asarray(seg) > 0).sum(axis=1).max())  # padding comes after the real tokens
-        start = max(0, min(end, s) - min(tail, s))
-        if balance:
-            ids, pos, seg = (load_balance(x, cp, axis=1) for x in (ids, pos, seg))
-        if mesh is not None:
-            from jax.sharding import NamedSharding, PartitionSpec
+        t = min(tail, s)
+        start = max(0, min(end, s) - t)
+        window = layout.stored_index(s)[start:start + t]
+        with layout.rules():
+            out = fwd(state, *layout.arrange(ids, pos, seg), jnp.asarray(window))
+        return np.asarray(out, dtype=np.float32)[:b], start
 
-            axes = tuple(a for a in CONTEXT_AXES if a in mesh.shape) or None
-            sharding = NamedSharding(mesh, PartitionSpec(None, axes))
-            ids, pos, seg = (jax.device_put(x, sharding) for x in (ids, pos, seg))
-        out = fwd(state, ids, pos, seg, jnp.int32(start))
-        return np.asarray(out, dtype=np.float32), start
-
+    logits_fn.jitted = fwd  # for tests and benchmarks: one compiled program per bucket
     return logits_fn
 
 
-def model_generate_fn(model, *, attend=None, eos_id: int | None = None):
-    """generate_fn(prompt_ids [B,P], max_new_tokens) -> new ids [B,N] via bookft.model.generate_greedy."""
-    try:
-        from bookft.model import generate_greedy
-    except ImportError as e:
-        raise EvalError(f"bookft.model.generate_greedy is not available yet ({e}); "
-                        "use eval.scoring=[teacher_forced]") from None
+def model_generate_fn(model, *, attend=None, eos_id: int | None = None, layout: SeqLayout | None = None,
+                      capacity_multiple: int = 32):
+    """generate_fn(prompts: list of 1-D id arrays, max_new_tokens) -> new ids [B,N] (greedy, KV cache).
 
-    def generate_fn(ids: np.ndarray, max_new_tokens: int) -> np.ndarray:
-        return np.asarray(generate_greedy(model, ids, max_new_tokens, attend=attend, eos_id=eos_id))
+    The prompts are right-padded to one bucketed length (`layout.length`, segment id 0 after each
+    prompt), laid out like the teacher-forced forward (zig-zag, sharded over the context axes) and
+    prefilled with the same attend; decoding then reads the sequence-sharded cache in place. The
+    cache capacity is rounded up to `capacity_multiple` so answer lengths share one program.
+    """
+    try:
+        from bookft.model.generate import decode_greedy, prefill_cache
+    except ImportError as e:
+        raise EvalError(f"bookft.model.generate is not available ({e}); "
+                        "use eval.scoring=[teacher_forced]") from None
+    layout = layout or SeqLayout()
+    model = layout.place(model)
+
+    def generate_fn(prompts, max_new_tokens: int) -> np.ndarray:
+        b = len(prompts)
+        lens = np.array([len(p) for p in prompts], np.int32)
+        s = layout.length(int(lens.max()))
+        ids, pos, seg = (np.zeros((b, s), np.int32) for _ in range(3))
+        for i, p in enumerate(prompts):
+            ids[i, :lens[i]], pos[i, :lens[i]], seg[i, :lens[i]] = p, np.arange(lens[i]), 1
+        last = layout.pad_rows(layout.stored_index(s)[lens - 1])
+        capacity = -(-max(max_new_tokens, 1) // capacity_multiple) * capacity_multiple
+        with layout.rules():
+            logits, cache = prefill_cache(model, *layout.arrange(ids, pos, seg), last, attend,
+                                          capacity=capacity, cache_blocks=layout.cp)
+        new = decode_greedy(model, logits, cache, layout.pad_rows(lens, fill=1), max_new_tokens, eos_id)
+        return new[:b]
 
     return generate_fn
 

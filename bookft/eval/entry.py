@@ -10,7 +10,9 @@ Design choices:
   or an HF folder (`bookft.model.load_hf`). Missing pieces (other engineers' modules that have not
   landed) give an EvalError that says which function is missing.
 - Attention comes from the run config's attention and parallel sections: with a context axis > 1
-  in the mesh, the configured context-parallel strategy; otherwise the local kernel.
+  in the mesh, the configured context-parallel strategy over that mesh (params placed with their
+  train shardings, inputs zig-zag ordered and sequence-sharded) for both scorers, teacher-forced
+  and greedy generation; otherwise the same kernel on one device.
 """
 
 from __future__ import annotations
@@ -23,13 +25,8 @@ from rich.console import Console
 from bookft.config import apply_overrides, deep_merge, from_dict, parse_override, read_yaml
 from bookft.errors import CorpusError, EvalError
 from bookft.eval.config import EvalConfig
-from bookft.eval.drivers import (
-    context_degree,
-    length_rule,
-    make_attend,
-    model_generate_fn,
-    pad_attend,
-)
+from bookft.eval.drivers import attention_and_layout
+from bookft.eval.layout import SeqLayout
 from bookft.eval.report import print_summary, write_report
 from bookft.eval.runner import run_niah
 from bookft.eval.tokenizer import EvalTokenizer
@@ -96,8 +93,12 @@ def _checkpoint_tokenizer(run_dir: Path, run_config) -> Path:
                     f"{corpus!r} has none); pass --tokenizer")
 
 
-def load_subject(checkpoint: str | None, model_dir: str | None, tokenizer: str | None):
-    """(model, EvalTokenizer, model_config, run_config or None, info dict)."""
+def load_subject(checkpoint: str | None, model_dir: str | None, tokenizer: str | None, *, mesh=None):
+    """(model, EvalTokenizer, model_config, run_config or None, info dict).
+
+    With a mesh, an HF folder is streamed tensor by tensor onto it with the train shardings; a
+    checkpoint is restored by load_params (uncommitted arrays) and placed later (SeqLayout.place).
+    """
     if bool(checkpoint) == bool(model_dir):
         raise EvalError("give exactly one of --checkpoint RUN_DIR or --model HF_DIR")
     if checkpoint:
@@ -120,9 +121,31 @@ def load_subject(checkpoint: str | None, model_dir: str | None, tokenizer: str |
     path = Path(model_dir)
     if not (path / "config.json").is_file():
         raise EvalError(f"{path}: not an HF model folder (no config.json)")
-    model, config = load_hf(path)
+    if mesh is None:
+        model, config = load_hf(path)
+    else:
+        from bookft.parallel.rules import logical_to_spec
+
+        model, config = load_hf(path, mesh=mesh,
+                                shardings=lambda names, shape: logical_to_spec(names, shape, mesh))
     tok = EvalTokenizer.load(Path(tokenizer) if tokenizer else path)
     return model, tok, config, None, {"hf_dir": str(path)}
+
+
+def build_mesh(run_config):
+    """The run config's mesh when its context axes split the sequence, else None (one device)."""
+    if run_config is None or context_degree_of(run_config) <= 1:
+        return None
+    try:
+        from bookft.parallel.mesh import make_mesh
+    except ImportError:
+        raise EvalError("a context mesh is configured but bookft.parallel.make_mesh is missing") from None
+    import jax
+
+    n = len(jax.devices())
+    if jax.default_backend() == "cpu" and 0 < run_config.parallel.cpu_devices <= n:
+        n = run_config.parallel.cpu_devices
+    return make_mesh(run_config.parallel, jax.devices()[:n])
 
 
 def evaluate(*, checkpoint: str | None, model_dir: str | None, tokenizer: str | None,
@@ -135,44 +158,23 @@ def evaluate(*, checkpoint: str | None, model_dir: str | None, tokenizer: str | 
         from bookft.parallel.mesh import ensure_cpu_devices
 
         ensure_cpu_devices(file_run_config.parallel.cpu_devices)  # before jax starts its backend
-    model, tok, model_config, run_config, info = load_subject(checkpoint, model_dir, tokenizer)
+    mesh = build_mesh(file_run_config)
+    model, tok, model_config, run_config, info = load_subject(checkpoint, model_dir, tokenizer, mesh=mesh)
     run_config = file_run_config or run_config
+    mesh = mesh if mesh is not None else build_mesh(run_config)
     base_eval = dict(getattr(run_config, "eval", None) or {})
     settings = load_settings(config, overrides, flags, base=base_eval)
     from bookft.attention.config import AttentionConfig
 
-    mesh = None
-    if run_config is not None and context_degree_of(run_config) > 1:
-        try:
-            from bookft.parallel.mesh import make_mesh
-        except ImportError:
-            raise EvalError("a context mesh is configured but bookft.parallel.make_mesh is missing") from None
-        import jax
-
-        n = len(jax.devices())
-        if jax.default_backend() == "cpu" and 0 < run_config.parallel.cpu_devices <= n:
-            n = run_config.parallel.cpu_devices
-        mesh = make_mesh(run_config.parallel, jax.devices()[:n])
     att = run_config.attention if run_config is not None else AttentionConfig(strategy="local")
-    try:
-        attend = make_attend(att, mesh)
-        # generation prefill: the same kernel on one device, padded to its block (any prompt length)
-        local = AttentionConfig(strategy="local", kernel=att.kernel, block_q=att.block_q, block_kv=att.block_kv)
-        gen_attend = pad_attend(make_attend(local), length_rule(local))
-        rule = length_rule(att, mesh)
-        info["attention"] = {"strategy": att.strategy if mesh is not None else "local", "kernel": att.kernel,
-                             "context_degree": context_degree(mesh),
-                             "length_rule": {"chunks": rule.chunks, "block": rule.block}}
-    except EvalError:  # attention package missing
-        attend = gen_attend = None  # the model's dense reference attention
-        rule = None
+    try:  # both scorers: the configured strategy over the mesh (or the local kernel on one device)
+        attend, layout = attention_and_layout(att, mesh, settings.length_buckets)
+        info["attention"] = {"strategy": attend.spec.strategy, "kernel": att.kernel, **layout.describe()}
+    except EvalError:  # attention package missing: the model's dense reference attention
+        attend, layout = None, SeqLayout(per_octave=settings.length_buckets)
         info["attention"] = {"strategy": "reference"}
-    generate_fn = None
-    if "generate" in settings.scoring:
-        generate_fn = model_generate_fn(model, attend=gen_attend, eos_id=tok.eos_id)
-    results = run_niah(model, tok, settings, attend=attend, mesh=mesh, model_config=model_config,
-                       generate_fn=generate_fn, model_info=info, console=console, progress=progress,
-                       pad_length=rule)
+    results = run_niah(model, tok, settings, attend=attend, layout=layout, model_config=model_config,
+                       model_info=info, console=console, progress=progress)
     paths = write_report(results, out)
     print_summary(results, console)
     console.print(f"wrote {paths['report']} and {paths['results']}")

@@ -6,19 +6,20 @@ Design choices:
   how logits are made.
 - One haystack per seed, built once for the longest length and cut for every shorter one, so a
   heatmap row (one seed) reads the same text at every length.
-- Cells of one length are scored in batches of `batch_size` samples padded to that length
-  (rounded up to `length_multiple` for attention blocks). A rich progress bar counts cells and
-  tokens/s.
+- Cells of one length are scored in batches of `batch_size` samples padded to that length,
+  rounded up to `length_multiple`, then to the layout's bucket (power-of-two-ish steps, then the
+  attention's chunks and blocks), so a grid compiles once per bucket. A rich progress bar
+  counts cells and tokens/s.
 - The results dict is plain JSON: settings, tokenizer, every cell with nominal and actual depth,
   actual lengths, per-seed scores, and a summary (per length, per depth, RULER effective length).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections import defaultdict
-from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -29,6 +30,7 @@ from bookft.eval.config import EvalConfig
 from bookft.eval.drivers import check_model, model_generate_fn, model_logits_fn
 from bookft.eval.grid import grid_depths, grid_lengths
 from bookft.eval.haystack import build_haystack
+from bookft.eval.layout import SeqLayout
 from bookft.eval.placement import Sample, build_sample
 from bookft.eval.scoring import GenerateFn, LogitsFn, generate, teacher_forced
 from bookft.eval.tasks import make_task
@@ -69,25 +71,26 @@ def _progress(console: Console | None, enabled: bool) -> Progress:
 
 
 def run_niah(model: Any, tokenizer: Any, settings: EvalConfig, *, logits_fn: LogitsFn | None = None,
-             generate_fn: GenerateFn | None = None, attend=None, mesh=None, model_config: Any = None,
-             model_info: dict | None = None, console: Console | None = None,
-             progress: bool = True, pad_length: Callable[[int], int] | None = None) -> dict:
+             generate_fn: GenerateFn | None = None, attend=None, layout: SeqLayout | None = None,
+             model_config: Any = None, model_info: dict | None = None, console: Console | None = None,
+             progress: bool = True) -> dict:
     """Score the grid of `settings` for `model` (a bookft Decoder) or the given functions.
 
-    pad_length: the batch length for a cell length (the attention kernel's chunks and blocks, see
-    drivers.length_rule), applied after rounding up to settings.length_multiple.
+    attend + layout: the attention and sequence layout both scorers use (drivers.attention_and_layout;
+    default: the model's reference attention on one device). The layout's bucketing follows
+    settings.length_buckets.
     """
     cfg = settings
     tok = EvalTokenizer.load(tokenizer)
     lengths, depths = grid_lengths(cfg), grid_depths(cfg)
     model_config = model_config if model_config is not None else getattr(model, "config", None)
     check_model(model_config, lengths, tok.vocab_size)
+    layout = dataclasses.replace(layout or SeqLayout(), per_octave=cfg.length_buckets)
     if model is not None:
         if logits_fn is None and "teacher_forced" in cfg.scoring:
-            logits_fn = model_logits_fn(model, attend=attend, tail=cfg.logits_tail, mesh=mesh,
-                                        load_balanced=attend is not None)
+            logits_fn = model_logits_fn(model, attend=attend, tail=cfg.logits_tail, layout=layout)
         if generate_fn is None and "generate" in cfg.scoring:
-            generate_fn = model_generate_fn(model, attend=attend, eos_id=tok.eos_id)
+            generate_fn = model_generate_fn(model, attend=attend, eos_id=tok.eos_id, layout=layout)
     if "teacher_forced" in cfg.scoring and logits_fn is None:
         raise ValueError("run_niah: teacher_forced scoring needs a model or a logits_fn")
     if "generate" in cfg.scoring and generate_fn is None:
@@ -108,8 +111,7 @@ def run_niah(model: Any, tokenizer: Any, settings: EvalConfig, *, logits_fn: Log
                     s = build_sample(task, haystacks[seed], tok, length, depth, chat=cfg.chat_template,
                                      add_bos=cfg.add_bos)
                     samples.append((depth, seed, s))
-            seq_len = int(math.ceil(length / m) * m)
-            seq_len = pad_length(seq_len) if pad_length else seq_len
+            seq_len = layout.length(int(math.ceil(length / m) * m))
             tf: list[dict] = []
             gen: list[dict] = []
             only = [s for _, _, s in samples]

@@ -12,14 +12,14 @@ Design choices:
   from earlier positions.
 - Exact match means every answer token is the argmax at the position before it. Token accuracy
   is kept beside it (partial credit for the curve, not the score).
-- Generation uses `generate_fn(prompt_ids [B,P], max_new_tokens) -> new ids [B,N]` (our model's
-  `generate_greedy` with a KV cache), batching prompts of equal length, and RULER's
-  string_match_all: the share of references found (case-insensitive) in the output.
+- Generation uses `generate_fn(prompts, max_new_tokens) -> new ids [B,N]`, prompts a list of 1-D
+  id arrays of any lengths (our model's driver pads them to one bucket and decodes with a KV
+  cache), and RULER's string_match_all: the share of references found (case-insensitive) in the
+  output.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -29,7 +29,7 @@ from bookft.eval.placement import Sample
 from bookft.eval.tokenizer import EvalTokenizer
 
 LogitsFn = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
-GenerateFn = Callable[[np.ndarray, int], np.ndarray]
+GenerateFn = Callable[[Sequence[np.ndarray], int], np.ndarray]
 
 
 def string_match_all(prediction: str, references: Sequence[str]) -> float:
@@ -85,19 +85,17 @@ def teacher_forced(logits_fn: LogitsFn, samples: Sequence[Sample], seq_len: int,
 def generate(generate_fn: GenerateFn, samples: Sequence[Sample], tokenizer: EvalTokenizer,
              max_new_tokens: int, batch_size: int) -> list[dict]:
     """Per sample: string_match (RULER string_match_all) and the decoded output."""
-    groups: dict[int, list[int]] = defaultdict(list)
-    for i, s in enumerate(samples):
-        groups[s.answer_span[0]].append(i)
-    out: list[dict | None] = [None] * len(samples)
-    for prompt_len, members in groups.items():
-        for k in range(0, len(members), batch_size):
-            chunk = members[k:k + batch_size]
-            prompts = np.stack([samples[i].input_ids[:prompt_len] for i in chunk]).astype(np.int32)
-            new = np.asarray(generate_fn(prompts, max_new_tokens))
-            for row, i in zip(new, chunk, strict=False):
-                row = [int(t) for t in row]
-                if tokenizer.eos_id is not None and tokenizer.eos_id in row:
-                    row = row[:row.index(tokenizer.eos_id)]
-                text = tokenizer.tok.decode(row, skip_special_tokens=True)
-                out[i] = {"string_match": string_match_all(text, samples[i].references), "output": text}
-    return out  # type: ignore[return-value]
+    out: list[dict] = []
+    for k in range(0, len(samples), batch_size):
+        chunk = samples[k:k + batch_size]
+        prompts = [np.asarray(s.input_ids[:s.answer_span[0]], np.int32) for s in chunk]
+        new = np.asarray(generate_fn(prompts, max_new_tokens))
+        if new.ndim != 2 or new.shape[0] != len(chunk):
+            raise EvalError(f"generate_fn returned shape {new.shape}; expected [B={len(chunk)}, N]")
+        for row, s in zip(new, chunk, strict=True):
+            row = [int(t) for t in row]
+            if tokenizer.eos_id is not None and tokenizer.eos_id in row:
+                row = row[:row.index(tokenizer.eos_id)]
+            text = tokenizer.tok.decode(row, skip_special_tokens=True)
+            out.append({"string_match": string_match_all(text, s.references), "output": text})
+    return out

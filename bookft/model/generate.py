@@ -3,17 +3,31 @@
 Design choices:
 - `forward_logits` is the single-device reference: float32 compute, no remat, the dense reference
   attention; for tests, tools and parity checks against transformers.
-- `generate_greedy` prefills the prompt with the injected `attend` (the long part; a context-
-  parallel attend works here) and keeps per-layer K/V in a cache [L, B, T, Hkv, D]; each new token
-  then attends densely over the cache (one query row, so no kernel is needed). The prompt is one
-  unpadded block per row (positions 0..S-1).
-- Each jitted function is cached by the model's graphdef, so repeated calls do not recompile.
+- Greedy decoding is two steps, so a caller that lays the prompt out for context parallelism
+  (eval: zig-zag order, sharded over the context axes) can run the prefill its own way:
+  `prefill_cache(model, ids, positions, segment_ids, last, attend)` runs the prompt through the
+  injected `attend` (the long part) and returns the logits of each row's last real token plus a
+  `KVCache`; `decode_greedy` then emits one token per step, each attending densely over the cache
+  (one query row, no kernel needed). `generate_greedy` composes the two for a plain prompt.
+- The prompt may be padded (segment id 0) and stored in any order: `last` says where each row's
+  last real token sits, and the cache's `valid` mask [B,T] (segment id > 0, then every written
+  decode slot) is all the decode step needs, since attention over keys does not depend on their
+  order. So the cache is never reordered or gathered.
+- The cache grows block-wise: the stored sequence is cut into `cache_blocks` equal blocks (the
+  context shards) and each gets `ceil(capacity / blocks)` empty slots appended, so a cache
+  sharded along the sequence grows on every shard in place; decode token i goes to block
+  i % blocks. Writes are a one-hot select (elementwise, so it stays sharded like the cache).
+- Sharding is by logical names (`axes.constrain`, active only under `use_rules`): the cache is
+  ("batch", "seq", "kv_heads", "head_dim") like the attention inputs. The model sees no mesh.
+- Each jitted function is cached by the model's graphdef (and attend), so repeated calls with the
+  same shapes do not recompile.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -21,6 +35,7 @@ import numpy as np
 from flax import nnx
 
 from bookft.model import layers as L
+from bookft.model.axes import constrain
 from bookft.model.decoder import Decoder
 from bookft.model.rope import rope_cos_sin
 
@@ -50,23 +65,77 @@ def forward_logits(model: Decoder, input_ids, positions=None) -> np.ndarray:
     return np.asarray(_logits_fn(graphdef)(state, ids, jnp.asarray(positions, jnp.int32)))
 
 
+class KVCache(NamedTuple):
+    """Per-layer keys/values [L,B,T,Hkv,D], the keys a query may see [B,T] bool, decode slots [N]."""
+
+    k: jax.Array
+    v: jax.Array
+    valid: jax.Array
+    slots: np.ndarray  # host int: cache index of decode token i
+
+
+CACHE_AXES = (None, "batch", "seq", "kv_heads", "head_dim")
+
+
+def _grow(x, axis: int, blocks: int, extra: int):
+    """Append `extra` slots to each of `blocks` equal blocks along `axis` (shard-local on a sharded axis)."""
+    shape = x.shape
+    split = shape[:axis] + (blocks, shape[axis] // blocks) + shape[axis + 1:]
+    pad = [(0, 0)] * (len(shape) + 1)
+    pad[axis + 1] = (0, extra)
+    grown = jnp.pad(x.reshape(split), pad)
+    return grown.reshape(shape[:axis] + (blocks * (shape[axis] // blocks + extra),) + shape[axis + 1:])
+
+
+def decode_slots(stored_len: int, capacity: int, blocks: int) -> np.ndarray:
+    """[capacity] cache index of decode token i: block i % blocks, after that block's prompt slots."""
+    extra = -(-capacity // blocks)
+    per = stored_len // blocks + extra
+    i = np.arange(capacity)
+    return ((i % blocks) * per + stored_len // blocks + i // blocks).astype(np.int32)
+
+
 @functools.lru_cache(maxsize=32)
-def _prefill_fn(graphdef, attend):
+def _prefill_fn(graphdef, attend, blocks: int, extra: int):
     @jax.jit
-    def prefill(state, ids, positions):
+    def prefill(state, ids, positions, segment_ids, last):
         model = nnx.merge(graphdef, state)
-        hidden, (k, v) = model.run(ids, positions, None, attend, return_kv=True)
-        return model.logits(hidden[:, -1:])[:, 0], k, v  # [B,V], [L,B,S,Hkv,D] x2
+        hidden, (k, v) = model.run(ids, positions, segment_ids, attend, return_kv=True)
+        # the last real token of each row, as a one-hot contraction over S: on a sequence-sharded
+        # hidden this is a local product + all-reduce, never a gather of [B,S,D]
+        pick = (jnp.arange(ids.shape[1])[None, :] == last[:, None]).astype(hidden.dtype)  # [B,S]
+        h_last = jnp.einsum("bs,bse->be", pick, hidden)[:, None]  # [B,1,E]
+        k, v = (constrain(_grow(x, 2, blocks, extra), CACHE_AXES) for x in (k, v))
+        valid = constrain(_grow(segment_ids > 0, 1, blocks, extra), ("batch", "seq"))
+        return model.logits(h_last)[:, 0], k, v, valid  # [B,V], [L,B,T,Hkv,D] x2, [B,T]
     return prefill
 
 
-def _decode_attention(q, ck, cv, t):
-    """q [B,1,Hq,D] against cache ck/cv [B,T,Hkv,D], keys at index <= t."""
+def prefill_cache(model: Decoder, input_ids, positions, segment_ids, last, attend=None, *,
+                  capacity: int, cache_blocks: int = 1):
+    """Run the prompt; -> (logits [B,V] of each row's last real token, KVCache with room for
+    `capacity` new tokens).
+
+    input_ids/positions/segment_ids [B,S] in the order `attend` expects (segment id 0 = padding);
+    last [B]: index in that order of each row's last real token. S must divide into cache_blocks.
+    """
+    s = input_ids.shape[1]
+    if s % cache_blocks:
+        raise ValueError(f"prefill length {s} does not split into {cache_blocks} cache blocks")
+    extra = -(-max(capacity, 1) // cache_blocks)
+    graphdef, state = nnx.split(model)
+    logits, k, v, valid = _prefill_fn(graphdef, attend, cache_blocks, extra)(
+        state, input_ids, positions, segment_ids, jnp.asarray(last, jnp.int32))
+    return logits, KVCache(k, v, valid, decode_slots(s, max(capacity, 1), cache_blocks))
+
+
+def _decode_attention(q, ck, cv, valid):
+    """q [B,1,Hq,D] against cache ck/cv [B,T,Hkv,D], keys where valid [B,T]."""
     b, _, hq, d = q.shape
     hkv = ck.shape[2]
     qg = q.reshape(b, 1, hkv, hq // hkv, d)
     scores = jnp.einsum("bqhgd,bkhd->bhgqk", qg, ck, preferred_element_type=jnp.float32) / jnp.sqrt(d)
-    mask = jnp.arange(ck.shape[1]) <= t
+    mask = valid[:, None, None, None, :]
     probs = jax.nn.softmax(jnp.where(mask, scores, L.NEG_INF), axis=-1)
     out = jnp.einsum("bhgqk,bkhd->bqhgd", probs.astype(cv.dtype), cv, preferred_element_type=jnp.float32)
     return out.reshape(b, 1, hq, d).astype(q.dtype)
@@ -74,43 +143,40 @@ def _decode_attention(q, ck, cv, t):
 
 @functools.lru_cache(maxsize=32)
 def _step_fn(graphdef):
-    def step(state, cache_k, cache_v, token, t):
+    def step(state, cache_k, cache_v, valid, token, position, slot):
         model = nnx.merge(graphdef, state)
         config = model.config
         x = jnp.take(model.embed[...], token[:, None], axis=0).astype(jnp.dtype(config.compute_dtype))
-        positions = jnp.full(token[:, None].shape, t, jnp.int32)
-        cos, sin = rope_cos_sin(config, positions)
+        cos, sin = rope_cos_sin(config, position[:, None])  # [B,1] positions
+        here = jnp.arange(valid.shape[1]) == slot  # [T]
+        valid = valid | here[None, :]
 
         def body(x, xs):
             p, ck, cv = xs
             q, k, v = L.qkv(p, x, cos, sin, config)
-            ck = jax.lax.dynamic_update_slice(ck, k.astype(ck.dtype), (0, t, 0, 0))
-            cv = jax.lax.dynamic_update_slice(cv, v.astype(cv.dtype), (0, t, 0, 0))
-            return L.finish(p, x, _decode_attention(q, ck, cv, t), config), (ck, cv)
+            ck = jnp.where(here[None, :, None, None], k.astype(ck.dtype), ck)
+            cv = jnp.where(here[None, :, None, None], v.astype(cv.dtype), cv)
+            return L.finish(p, x, _decode_attention(q, ck, cv, valid), config), (ck, cv)
 
         x, (cache_k, cache_v) = jax.lax.scan(body, x, (model.layers.arrays(), cache_k, cache_v))
         hidden = L.rms_norm(x, model.final_norm[...], config.rms_norm_eps)
-        return model.logits(hidden)[:, 0], cache_k, cache_v
-    return jax.jit(step, donate_argnums=(1, 2))
+        return model.logits(hidden)[:, 0], cache_k, cache_v, valid
+    return jax.jit(step, donate_argnums=(1, 2, 3))
 
 
-def generate_greedy(model: Decoder, input_ids, max_new_tokens: int, attend=None,
-                    eos_id: int | None = None) -> np.ndarray:
-    """Greedy continuation of input_ids [B,S] -> new tokens [B,n] int32 (n <= max_new_tokens).
-
-    After a row emits `eos_id`, it is padded with eos_id; decoding stops early once every row has.
-    """
-    ids = jnp.asarray(input_ids, jnp.int32)
-    b, s = ids.shape
+def decode_greedy(model: Decoder, logits, cache: KVCache, lengths, max_new_tokens: int,
+                  eos_id: int | None = None) -> np.ndarray:
+    """Greedy tokens after a prefill: logits [B,V] of the last prompt token, lengths [B] = prompt
+    lengths (the RoPE position of the first new token). -> [B,n] int32, n <= max_new_tokens."""
+    b = logits.shape[0]
+    if max_new_tokens > len(cache.slots):
+        raise ValueError(f"max_new_tokens {max_new_tokens} exceeds the cache capacity {len(cache.slots)}")
     if max_new_tokens <= 0:
         return np.zeros((b, 0), np.int32)
     graphdef, state = nnx.split(model)
-    positions = jnp.broadcast_to(jnp.arange(s, dtype=jnp.int32), (b, s))
-    logits, k, v = _prefill_fn(graphdef, attend)(state, ids, positions)
-    total = s + max_new_tokens
-    pad = [(0, 0), (0, 0), (0, total - s), (0, 0), (0, 0)]
-    cache_k, cache_v = jnp.pad(k, pad), jnp.pad(v, pad)
     step = _step_fn(graphdef)
+    lengths = np.asarray(lengths, np.int32)
+    cache_k, cache_v, valid = cache.k, cache.v, cache.valid
     done = np.zeros(b, bool)
     out = []
     for i in range(max_new_tokens):
@@ -121,5 +187,27 @@ def generate_greedy(model: Decoder, input_ids, max_new_tokens: int, attend=None,
         out.append(token)
         if i == max_new_tokens - 1 or done.all():
             break
-        logits, cache_k, cache_v = step(state, cache_k, cache_v, jnp.asarray(token), jnp.int32(s + i))
+        logits, cache_k, cache_v, valid = step(state, cache_k, cache_v, valid, jnp.asarray(token),
+                                               jnp.asarray(lengths + i), jnp.int32(cache.slots[i]))
     return np.stack(out, axis=1).astype(np.int32)
+
+
+def generate_greedy(model: Decoder, input_ids, max_new_tokens: int, attend=None,
+                    eos_id: int | None = None, *, lengths=None) -> np.ndarray:
+    """Greedy continuation of input_ids [B,S] -> new tokens [B,n] int32 (n <= max_new_tokens).
+
+    lengths [B]: real prompt length of each row when rows are right-padded (default: all S).
+    After a row emits `eos_id`, it is padded with eos_id; decoding stops early once every row has.
+    """
+    ids = np.asarray(input_ids, np.int32)
+    b, s = ids.shape
+    if max_new_tokens <= 0:
+        return np.zeros((b, 0), np.int32)
+    lengths = np.full(b, s, np.int32) if lengths is None else np.asarray(lengths, np.int32)
+    if lengths.shape != (b,) or lengths.min() < 1 or lengths.max() > s:
+        raise ValueError(f"lengths must be [B={b}] values in 1..{s}, got {lengths.tolist()}")
+    seg = (np.arange(s)[None, :] < lengths[:, None]).astype(np.int32)
+    positions = np.broadcast_to(np.arange(s, dtype=np.int32), (b, s)) * seg
+    logits, cache = prefill_cache(model, ids, jnp.asarray(positions), jnp.asarray(seg), lengths - 1,
+                                  attend, capacity=max_new_tokens)
+    return decode_greedy(model, logits, cache, lengths, max_new_tokens, eos_id)

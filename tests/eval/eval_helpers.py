@@ -78,11 +78,13 @@ class OracleModel:
     def __init__(self, tokenizer, vocab_size: int, tail: int = 48):
         self.tok, self.vocab, self.tail = tokenizer, vocab_size, tail
         self.shapes: list[tuple[int, int]] = []
+        self.prompt_lengths: list[list[int]] = []
 
     def logits_fn(self, ids, pos, seg):
         b, s = ids.shape
         self.shapes.append((b, s))
         t = min(self.tail, s)
+        start = max(0, int(seg.sum(1).max()) - t)  # a window ending at the real tokens, like the model's
         out = np.zeros((b, t, self.vocab), dtype=np.float32)
         for i in range(b):
             n = int(seg[i].sum())
@@ -92,16 +94,17 @@ class OracleModel:
                 if value is not None:  # row[:k] is the prompt; predict the answer from position k-1
                     cont = self.tok.encode(" " + value).ids
                     for j, tid in enumerate(cont):
-                        p = k - 1 + j - (s - t)
+                        p = k - 1 + j - start
                         if 0 <= p < t:
                             out[i, p, tid] = 10.0
                     break
-        return out
+        return out, start
 
     def generate_fn(self, prompts, max_new):
-        out = np.zeros((prompts.shape[0], max_new), dtype=np.int32)
+        self.prompt_lengths.append([len(p) for p in prompts])
+        out = np.zeros((len(prompts), max_new), dtype=np.int32)
         for i, row in enumerate(prompts):
-            value = oracle_value(self.tok.decode(row.tolist())) or ""
+            value = oracle_value(self.tok.decode([int(t) for t in row])) or ""
             cont = self.tok.encode(" " + value).ids[:max_new]
             out[i, :len(cont)] = cont
             if self.tok.eos_id is not None and len(cont) < max_new:
@@ -111,4 +114,9 @@ class OracleModel:
 
 def random_logits_fn(vocab_size: int, seed: int = 0):
     rng = np.random.default_rng(seed)
-    return lambda ids, pos, seg: rng.normal(size=(ids.shape[0], min(32, ids.shape[1]), vocab_size))
+
+    def fn(ids, pos, seg):  # a 32-position window ending at the real tokens
+        t = min(32, ids.shape[1])
+        return rng.normal(size=(ids.shape[0], t, vocab_size)), max(0, int(seg.sum(1).max()) - t)
+
+    return fn

@@ -42,8 +42,10 @@ def test_oracle_scores_one_random_scores_zero(bpe, task):
         assert c["scores"]["generate"] == 1.0, c
         assert c["per_seed"][0]["predicted"] == c["per_seed"][0]["answer"]
     assert res["summary"]["mean"] == 1.0 and res["summary"]["effective_length"] == 700
-    # cells of one length are batched at that length: 3 depths x 2 seeds = 6 samples -> 4 + 2
-    assert oracle.shapes == [(4, 384), (2, 384), (4, 700), (2, 700)]
+    # cells of one length are batched at that length's bucket (700 -> 512 * 1.5 = 768):
+    # 3 depths x 2 seeds = 6 samples -> 4 + 2; generation batches the same way (prompt lengths may differ)
+    assert oracle.shapes == [(4, 384), (2, 384), (4, 768), (2, 768)]
+    assert [len(b) for b in oracle.prompt_lengths] == [4, 2, 4, 2]
     rand = run_niah(None, bpe, EvalConfig(task=task, lengths=(384, 700), depths=(0, 50, 100), seeds=(0, 1)),
                     logits_fn=random_logits_fn(bpe.vocab_size), progress=False)
     assert rand["summary"]["mean"] <= 0.05
