@@ -2,7 +2,10 @@
 
 Reports PDF pages/s (PDF extraction alone, process pool), characters/s end to end, tokens/s of the
 tokenize phase, packing time at several sequence lengths, fill, and peak RSS (this process and the
-extraction workers). Prints a rich table and writes benchmarks/results/ingest.json.
+extraction workers): the kernel's high-water marks for the whole benchmark, and per build phase from
+/proc samples every 0.1 s (`peak_rss_by_phase_mib`: RSS, its anonymous part, and the largest worker),
+whose maximum over the build is `build_peak_rss_mib`. Prints a rich table and writes
+benchmarks/results/ingest.json.
 
     python benchmarks/ingest.py [--chars 50e6] [--workers 2] [--seq-len 131072] [--keep DIR]
 """
@@ -17,6 +20,7 @@ import random
 import resource
 import shutil
 import tempfile
+import threading
 import time
 import zipfile
 from pathlib import Path
@@ -94,6 +98,81 @@ def generate(root: Path, total_chars: float, seed: int = 0) -> dict:
     return made
 
 
+def _rss_mib(pid: int | str = "self") -> tuple[float, float]:
+    """(RSS, anonymous RSS) of a process in MiB from /proc (0 when it is gone)."""
+    rss = anon = 0.0
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    rss = int(line.split()[1]) / 1024
+                elif line.startswith("RssAnon:"):
+                    anon = int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return rss, anon
+
+
+def _descendants(root: int) -> list[int]:
+    kids: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            kids.setdefault(ppid, []).append(int(name))
+    out, todo = [], [root]
+    while todo:
+        for c in kids.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+class MemoryProbe:
+    """Samples this process's RSS (total and anonymous) and its largest descendant's RSS every `every`
+    seconds, per build phase (build_corpus's progress protocol sets the phase). /proc, Linux only."""
+
+    def __init__(self, every: float = 0.1) -> None:
+        self.every = every
+        self.phase = "setup"
+        self.peaks: dict[str, dict[str, float]] = {}
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    def _run(self) -> None:
+        me = os.getpid()
+        n = 0
+        kids: list[int] = []
+        while not self._stop.is_set():
+            rss, anon = _rss_mib()
+            if n % 10 == 0:
+                kids = _descendants(me)
+            n += 1
+            worker = max((_rss_mib(k)[0] for k in kids), default=0.0)
+            p = self.peaks.setdefault(self.phase, {"main_rss": 0.0, "main_anon": 0.0, "worker_rss": 0.0})
+            p["main_rss"] = max(p["main_rss"], rss)
+            p["main_anon"] = max(p["main_anon"], anon)
+            p["worker_rss"] = max(p["worker_rss"], worker)
+            self._stop.wait(self.every)
+
+    # build_corpus's progress protocol
+    def start(self, phase: str, total=None, unit: str = "") -> None:
+        self.phase = phase
+
+    def advance(self, n: int = 1, **counters) -> None: ...
+
+    def end(self) -> None: ...
+
+    def stop(self) -> dict[str, dict[str, int]]:
+        self._stop.set()
+        self._t.join()
+        return {k: {m: round(v) for m, v in p.items()} for k, p in self.peaks.items()}
+
+
 def scale_pack_write(n_tokens: float, seq_len: int, work: Path) -> dict:
     """Pack and write a synthetic corpus of `n_tokens` tokens (tokens on disk, memory-mapped) through the
     same streaming code as a build; peak RSS shows memory does not grow with the corpus."""
@@ -148,6 +227,8 @@ def main() -> None:
         dst.write_text(json.dumps(res, indent=1) + "\n")
         shutil.rmtree(work, ignore_errors=True)
         return
+    probe = MemoryProbe()
+    probe.phase = "generate sources"
     src = work / "src"
     if src.exists():
         shutil.rmtree(src)
@@ -159,6 +240,7 @@ def main() -> None:
     # 1) PDF extraction alone (process pool), pages/s
     jobs, _ = resolve_sources([(str(src / "books"), "auto", None)], ExtractConfig(), LimitsConfig())
     load_before = os.getloadavg()
+    probe.phase = "pdf extract (benchmark pool)"
     t = time.perf_counter()
     pages = sum(r.stats.get("pages", 0) for _, r in _pool_extract(jobs, args.workers, None))
     t_pdf = time.perf_counter() - t
@@ -177,14 +259,17 @@ def main() -> None:
     cfg = from_dict(IngestConfig, {"out": str(out), "workers": args.workers,
                                    "tokenizer": {"vocab_size": args.vocab_size, "train_chars": 10_000_000},
                                    "packing": {"seq_len": args.seq_len}})
+    probe.phase = "build: resolve + hash"
     t = time.perf_counter()
-    m = build_corpus(cfg, sources=[(str(src), "auto", None)])
+    m = build_corpus(cfg, probe, sources=[(str(src), "auto", None)])
     t_total = time.perf_counter() - t
     c = m["counts"]
     tim = m["timings"]
 
     # 3) packing alone at several sequence lengths (lengths + real paragraph boundaries)
     from bookft.corpus.reader import open_corpus
+
+    probe.phase = "packing at several seq_len (benchmark)"
 
     docs = open_corpus(out).documents()
     lengths = np.array(docs["n_tokens"])
@@ -197,6 +282,8 @@ def main() -> None:
         packing[sl] = {"seconds": round(time.perf_counter() - t, 3), "fill": round(plan.fill, 5),
                        "sequences": len(plan.sequences), "corpus_over_seq_len": round(int(lengths.sum()) / sl, 1)}
 
+    phase_mem = probe.stop()
+    build_phases = {k: v for k, v in phase_mem.items() if not k.endswith(")") and k != "generate sources"}
     rss_self = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     rss_children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     res = {
@@ -212,6 +299,9 @@ def main() -> None:
         "tokenize_tokens_per_s": round(c["tokens"] / max(tim["tokenize"], 1e-9)),
         "phase_seconds": tim, "seq_len": args.seq_len, "fill": c["fill"], "sequences": c["sequences"],
         "packing": packing, "peak_rss_mib": round(rss_self), "peak_rss_worker_mib": round(rss_children),
+        "build_peak_rss_mib": max(v["main_rss"] for v in build_phases.values()),
+        "build_peak_rss_worker_mib": max(v["worker_rss"] for v in build_phases.values()),
+        "peak_rss_by_phase_mib": phase_mem,
         "note": "peak_rss_worker_mib counts reaped children only (forkserver workers are not ours)",
     }
     tab = Table(title="bookft ingest benchmark")
@@ -229,7 +319,12 @@ def main() -> None:
     for sl, p in packing.items():
         tab.add_row(f"pack seq_len {sl:,}", f"{p['seconds']} s, fill {p['fill']}", "fill >= 0.99 if >= 20x")
     tab.add_row("phases (s)", json.dumps(tim), "")
-    tab.add_row("peak RSS main / worker MiB", f"{res['peak_rss_mib']} / {res['peak_rss_worker_mib']}", "< 2048")
+    tab.add_row("peak RSS main / worker MiB (whole benchmark)",
+                f"{res['peak_rss_mib']} / {res['peak_rss_worker_mib']}", "")
+    tab.add_row("peak RSS main / worker MiB (build_corpus)",
+                f"{res['build_peak_rss_mib']} / {res['build_peak_rss_worker_mib']}", "< 2048")
+    for ph, v in phase_mem.items():
+        tab.add_row(f"  {ph}: RSS (anon) / worker MiB", f"{v['main_rss']} ({v['main_anon']}) / {v['worker_rss']}", "")
     con.print(tab)
     dst.parent.mkdir(parents=True, exist_ok=True)
     dst.write_text(json.dumps(res, indent=1) + "\n")

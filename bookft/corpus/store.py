@@ -9,9 +9,9 @@ Design choices:
 - A build writes into `versions/.tmp-PID-RAND/`, fsyncs every file, renames it to the next
   `versions/NNNN` and then switches `current`; a kill -9 at any point leaves the previous version
   and `current` intact (leftover `.tmp-*` folders are removed by the next build).
-- Arrow data is streamed: record batches go to an Arrow IPC stream file as they are produced, then
-  `datasets.Dataset.from_file` (memory-mapped) + `save_to_disk` gives the standard layout that
-  `datasets.load_from_disk` opens. Nothing holds the whole corpus in memory.
+- Arrow data is streamed: record batches go straight into the shards of the standard layout that
+  `datasets.load_from_disk` opens (the layout `save_to_disk` writes), as they are produced; nothing
+  is read back and nothing holds the whole corpus in memory.
 """
 
 from __future__ import annotations
@@ -114,32 +114,97 @@ def publish(root: Path, staged: Path, version: int | None = None) -> Path:
 
 
 class ArrowDatasetWriter:
-    """Stream record batches to `dst` as a datasets `save_to_disk` folder."""
+    """Stream record batches straight into a datasets `save_to_disk` folder (what `datasets.load_from_disk`
+    opens): Arrow IPC stream shards `data-NNNNN-of-MMMMM.arrow` of at most about `max_shard_bytes`,
+    with the features in the schema metadata, plus `state.json` and `dataset_info.json`. The data is
+    written once and never read back, so memory holds one record batch, whatever the corpus size."""
 
-    def __init__(self, dst: Path, schema: pa.Schema, max_shard_size: str = "500MB") -> None:
+    def __init__(self, dst: Path, schema: pa.Schema, max_shard_bytes: int = 500 << 20) -> None:
+        import datasets
+
         self.dst = dst
-        self.schema = schema
-        self.max_shard_size = max_shard_size
-        self.tmp = dst.parent / f".{dst.name}.stream.arrow"
-        self._sink = pa.OSFile(str(self.tmp), "wb")
-        self._writer = pa.ipc.new_stream(self._sink, schema)
+        self.features = datasets.Features.from_arrow_schema(schema)
+        self.schema = self.features.arrow_schema  # the schema plus the `huggingface` features metadata
+        self.max_shard_bytes = max_shard_bytes
         self.rows = 0
+        self._shards: list[Path] = []
+        self._sink = self._writer = None
+        self._shard_bytes = 0
+        dst.mkdir(parents=True)
+
+    def _open(self) -> None:
+        path = self.dst / f".shard-{len(self._shards):05d}.arrow"
+        self._shards.append(path)
+        self._sink = pa.OSFile(str(path), "wb")
+        self._writer = pa.ipc.new_stream(self._sink, self.schema)
+        self._shard_bytes = 0
+
+    def _close_shard(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._sink.close()
+            self._writer = self._sink = None
 
     def write(self, columns: dict) -> None:
         batch = pa.record_batch([_column(columns[f.name], f.type) for f in self.schema], schema=self.schema)
+        if self._writer is None or (self._shard_bytes and self._shard_bytes + batch.nbytes > self.max_shard_bytes):
+            self._close_shard()
+            self._open()
         self._writer.write_batch(batch)
+        self._shard_bytes += batch.nbytes
         self.rows += batch.num_rows
 
     def close(self) -> None:
         import datasets
+        from datasets.fingerprint import generate_random_fingerprint
+        from datasets.utils.py_utils import asdict  # what save_to_disk uses (drops unset fields)
 
-        self._writer.close()
-        self._sink.close()
-        datasets.disable_progress_bars()
-        ds = datasets.Dataset.from_file(str(self.tmp), in_memory=False)
-        ds.save_to_disk(str(self.dst), max_shard_size=self.max_shard_size)
-        del ds
-        os.unlink(self.tmp)
+        if not self._shards:
+            self._open()  # an empty dataset still has one (empty) shard
+        self._close_shard()
+        n = len(self._shards)
+        names = [f"data-{k:05d}-of-{n:05d}.arrow" for k in range(n)]
+        for path, name in zip(self._shards, names, strict=True):
+            os.replace(path, self.dst / name)
+        state = {"_data_files": [{"filename": name} for name in names], "_fingerprint": generate_random_fingerprint(),
+                 "_format_columns": None, "_format_kwargs": {}, "_format_type": None, "_output_all_columns": False,
+                 "_split": None}
+        (self.dst / "state.json").write_text(json.dumps(state, indent=2, sort_keys=True), encoding="utf-8")
+        info = asdict(datasets.DatasetInfo(features=self.features))
+        info = {k: info[k] for k in sorted(info)}
+        (self.dst / "dataset_info.json").write_text(json.dumps(info, indent=2), encoding="utf-8")
+
+
+class FlatFile:
+    """A flat file of one numpy dtype read by slices with pread: unlike a memory map, the pages read do
+    not stay in this process's resident set, so reading a 100M-token file costs only the slice."""
+
+    def __init__(self, path: Path, dtype) -> None:
+        self.dtype = np.dtype(dtype)
+        self._fd = -1
+        self._fd = os.open(path, os.O_RDONLY)
+        self._n = os.fstat(self._fd).st_size // self.dtype.itemsize
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, s: slice) -> np.ndarray:
+        start, stop, step = s.indices(self._n)
+        if step != 1:
+            raise ValueError("FlatFile supports contiguous slices only")
+        n = max(0, stop - start)
+        data = os.pread(self._fd, n * self.dtype.itemsize, start * self.dtype.itemsize)
+        if len(data) != n * self.dtype.itemsize:
+            raise OSError(f"short read from a flat {self.dtype} file: {len(data)} of {n * self.dtype.itemsize} bytes")
+        return np.frombuffer(data, self.dtype)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __del__(self) -> None:
+        self.close()
 
 
 def _column(values: list, typ: pa.DataType) -> pa.Array:

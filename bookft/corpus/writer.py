@@ -65,7 +65,7 @@ def write_version(staged: Path, plan: PackPlan, tokens: np.ndarray, doc_off: np.
         pk["documents"] += 1
         pk["chars"] += len(doc.text)
         pk["tokens"] += n_tok
-        if size > 32 << 20:
+        if size > 16 << 20:
             w.write(buf)
             buf = {f.name: [] for f in DOC_SCHEMA}
             size = 0
@@ -79,7 +79,7 @@ def write_version(staged: Path, plan: PackPlan, tokens: np.ndarray, doc_off: np.
     with_weights = weights is not None
     schema = seq_schema(with_weights)
     sw = ArrowDatasetWriter(staged / "sequences", schema)
-    rows_per_batch = max(1, (8 << 20) // plan.seq_len)
+    rows_per_batch = max(1, (4 << 20) // plan.seq_len)  # ~16 MiB of input_ids per record batch
     buf = {f.name: [] for f in schema}
     for pieces in plan.sequences:
         ids, lw = materialize(pieces, plan.seq_len, tok, pad_id=pad_id, weights=weights)

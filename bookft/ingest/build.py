@@ -5,9 +5,13 @@ Design choices:
   cached per content hash); dedup (exact, by text sha256, first occurrence wins); tokenizer (given,
   reused from the previous version, or trained); tokenize (per source, cached per fingerprint);
   pack (pure plan over lengths); write (streamed Arrow) and publish atomically.
-- Streaming: the extraction cache on disk is the document store between phases; tokens go to a
-  flat int32 file that is memory-mapped for packing and writing. Memory is bounded by the largest
-  single source, not the corpus.
+- Streaming: the extraction cache on disk is the document store between phases. A worker writes
+  its source's entry itself and returns only the head (no texts), so whole sources never cross
+  processes; dedup reads heads only (hashes computed at extraction); tokenize, train and write read
+  one document's text at a time, and the encoder works in bounded batches. Tokens go to a flat int32
+  file read back by slices (pread, not a memory map, so it never becomes resident), and Arrow
+  batches go straight into the published shards. Memory is bounded by the largest single source
+  (its extraction in a worker, its token arrays here), not by the corpus.
 - Deterministic: results are assembled in source order, not completion order, so a rerun gives
   the same data hash.
 - Refresh pipelines (issue 7) build on this: the manifest lists every source with its content hash
@@ -33,12 +37,13 @@ from pathlib import Path
 import numpy as np
 
 from bookft.corpus.packing import pack
-from bookft.corpus.store import check_corpus_dir, clean_stale, publish, staging_dir, write_json
+from bookft.corpus.store import FlatFile, check_corpus_dir, clean_stale, publish, staging_dir, write_json
 from bookft.corpus.writer import write_version
 from bookft.errors import IngestError
-from bookft.ingest.cache import SourceCache
+from bookft.ingest.cache import SourceCache, write_extract
 from bookft.ingest.config import IngestConfig
-from bookft.ingest.documents import Document, Entry
+from bookft.ingest.documents import Document
+from bookft.ingest.neardup import NearDuplicates
 from bookft.ingest.sources import content_hash, extract, job_key, resolve_sources
 from bookft.ingest.tokenize import encode_documents, fingerprint, load_tokenizer, special_ids, train_bpe, word_starts
 
@@ -51,17 +56,29 @@ class NullProgress:
     def end(self) -> None: ...
 
 
-def _pool_extract(jobs, workers, progress):
-    """Yield (index, result) for jobs; in this process when workers == 0 or there is one job."""
-    if workers <= 0 or len(jobs) <= 1:
-        for i, job in enumerate(jobs):
-            yield i, extract(job)
+def _pool_map(fn, args: list, workers: int):
+    """Yield (index, fn(*args[index])) in completion order; in this process when workers == 0 or one job."""
+    if workers <= 0 or len(args) <= 1:
+        for i, a in enumerate(args):
+            yield i, fn(*a)
         return
     ctx = multiprocessing.get_context("forkserver" if os.name == "posix" else "spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
-        futures = {ex.submit(extract, job): i for i, job in enumerate(jobs)}
+        futures = {ex.submit(fn, *a): i for i, a in enumerate(args)}
         for fut in as_completed(futures):
             yield futures[fut], fut.result()
+
+
+def _pool_extract(jobs, workers, progress):
+    """Yield (index, ExtractResult) for jobs (the results travel back whole: for small jobs and benchmarks)."""
+    yield from _pool_map(extract, [(job,) for job in jobs], workers)
+
+
+def _extract_to_cache(job, cache_root: Path, key: str, chash: str) -> dict:
+    """Worker: extract one source, write it to the extraction cache, return only its head (no texts)."""
+    res = extract(job)
+    res.hash = chash
+    return write_extract(cache_root, key, res)
 
 
 def _previous_tokenizer(root: Path, cfg: IngestConfig):
@@ -121,30 +138,23 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
     todo = [i for i, k in enumerate(keys) if not cache.has_extract(k)]
     cache.extract_hits = len(jobs) - len(todo)
     cache.extract_misses = len(todo)
-    summaries: dict[int, dict] = {}
     progress.start("extract", len(jobs), "sources")
-    todo_set = set(todo)
-    for i in range(len(jobs)):
-        if i not in todo_set:
-            res = cache.load_extract(keys[i])
-            summaries[i] = {"entries": res.entries, "stats": res.stats, "n_docs": len(res.documents)}
     progress.advance(len(jobs) - len(todo))
-    for j, res in _pool_extract([jobs[i] for i in todo], cfg.workers, progress):
-        i = todo[j]
-        res.hash = hashes[i]
-        cache.save_extract(keys[i], res)
-        summaries[i] = {"entries": res.entries, "stats": res.stats, "n_docs": len(res.documents)}
-        progress.advance(1, pages=res.stats.get("pages", 0), chars=sum(len(d.text) for d in res.documents))
+    for j, head in _pool_map(_extract_to_cache, [(jobs[i], cache.root, keys[i], hashes[i]) for i in todo],
+                             cfg.workers):
+        cache.remember(keys[todo[j]], head)
+        progress.advance(1, pages=head["stats"].get("pages", 0), chars=sum(d["n_chars"] for d in head["documents"]))
     progress.end()
+    heads = [cache.head(k) for k in keys]
     timings["extract"] = time.perf_counter() - t
     cpu["extract"] = time.process_time() - c
 
     entries: list[dict] = [asdict(e) for e in bad]
     stats_total: dict[str, int] = defaultdict(int)
     for i, job in enumerate(jobs):
-        s = summaries[i]
+        s = heads[i]
         for e in s["entries"]:
-            d = asdict(e) if isinstance(e, Entry) else dict(e)
+            d = dict(e)
             if d["source"] == job.path:
                 d["hash"] = hashes[i]
             entries.append(d)
@@ -153,21 +163,34 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
 
     # --- dedup -------------------------------------------------------------------------------------------
     t, c = time.perf_counter(), time.process_time()
+    progress.start("dedup", len(jobs), "sources")
     seen: dict[str, str] = {}
     keep: dict[int, list[int]] = {}
     duplicates: list[dict] = []
+    near = NearDuplicates(cfg.near_dedup) if cfg.near_dedup.enabled else None
+    n_near = 0
     for i in range(len(jobs)):
-        if not summaries[i]["n_docs"]:
+        if not heads[i]["documents"]:
             continue
-        res = cache.load_extract(keys[i])
         keep[i] = []
-        for k, d in enumerate(res.documents):
-            h = d.hash
+        texts = cache.documents(keys[i]) if near is not None else None
+        for k, d in enumerate(heads[i]["documents"]):
+            text = next(texts).text if texts is not None else None
+            h = d["hash"]
             if cfg.dedup and h in seen:
-                duplicates.append({"source": d.source, "duplicate_of": seen[h]})
+                duplicates.append({"source": d["source"], "duplicate_of": seen[h]})
                 continue
-            seen[h] = d.source
+            if near is not None:
+                hit = near.check_add(text, d["source"])
+                if hit is not None:
+                    duplicates.append({"source": d["source"], "near_duplicate_of": hit[0], "jaccard": round(hit[1], 4)})
+                    n_near += 1
+                    continue
+            seen[h] = d["source"]
             keep[i].append(k)
+        progress.advance(1)
+    del near
+    progress.end()
     n_docs = sum(len(v) for v in keep.values())
     timings["dedup"] = time.perf_counter() - t
     cpu["dedup"] = time.process_time() - c
@@ -176,10 +199,10 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
         raise IngestError(f"nothing could be ingested from {len(specs)} source(s): {reasons or 'no documents'}")
 
     def kept_docs():
+        """(source index, Document) of every kept document, in order, one text in memory at a time."""
         for i in sorted(keep):
-            res = cache.load_extract(keys[i])
-            for k in keep[i]:
-                yield i, res.documents[k]
+            for d in cache.documents(keys[i], keep[i]):
+                yield i, d
 
     # --- tokenizer ---------------------------------------------------------------------------------------
     t, c = time.perf_counter(), time.process_time()
@@ -229,35 +252,33 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
             if not keep[i]:  # every document of this source was a duplicate
                 continue
             cached = cache.load_tokens(fp, keys[i] + ("" if eos is not None else "-noeos"))
-            res = None
             if cached is None:
-                res = cache.load_extract(keys[i])
                 ids_l, off_l, b_l, bo_l = [], [0], [], [0]
-                for ids, bnd in encode_documents(tok, [d.text for d in res.documents], eos):
+                for ids, bnd in encode_documents(tok, (d.text for d in cache.documents(keys[i])), eos):
                     ids_l.append(ids)
                     off_l.append(off_l[-1] + len(ids))
                     b_l.append(bnd)
                     bo_l.append(bo_l[-1] + len(bnd))
-                cached = (np.concatenate(ids_l).astype(np.int32), np.array(off_l, np.int64),
-                          np.concatenate(b_l).astype(np.int64), np.array(bo_l, np.int64))
+                cached = (np.concatenate(ids_l).astype(np.int32, copy=False), np.array(off_l, np.int64),
+                          np.concatenate(b_l).astype(np.int64, copy=False), np.array(bo_l, np.int64))
+                del ids_l, b_l
                 cache.save_tokens(fp, keys[i] + ("" if eos is not None else "-noeos"), *cached)
             ids, offs, bnds, boffs = cached
-            colls = None
+            docs_i = heads[i]["documents"]
+            full = cache.documents(keys[i], keep[i]) if w_out is not None else None
             for k in keep[i]:
-                if colls is None:
-                    res = res or cache.load_extract(keys[i])
-                    colls = [d.collection for d in res.documents]
-                name = f"{i}:{colls[k]}" if colls[k] != prev_coll else prev_key
-                prev_coll, prev_key = colls[k], name
+                coll = docs_i[k]["collection"]
+                name = f"{i}:{coll}" if coll != prev_coll else prev_key
+                prev_coll, prev_key = coll, name
                 coll_ids.setdefault(name, len(coll_ids))
                 seg = ids[offs[k]:offs[k + 1]]
                 out.write(seg.tobytes())
-                if w_out is not None:
-                    res = res or cache.load_extract(keys[i])
-                    wk = loss_weights(res.documents[k], seg)
+                if full is not None:
+                    doc = next(full)
+                    wk = loss_weights(doc, seg)
                     wk = np.ones(len(seg), np.float32) if wk is None else np.asarray(wk, np.float32)
                     if wk.shape != seg.shape:
-                        raise IngestError(f"loss_weights for {res.documents[k].source}: expected shape "
+                        raise IngestError(f"loss_weights for {doc.source}: expected shape "
                                           f"{seg.shape}, got {wk.shape}")
                     w_out.write(wk.tobytes())
                 doc_off.append(doc_off[-1] + len(seg))
@@ -274,7 +295,8 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
 
     # --- pack --------------------------------------------------------------------------------------------
     t, c = time.perf_counter(), time.process_time()
-    tokens = np.memmap(tok_file, dtype=np.int32, mode="r") if n_tok_total else np.zeros(0, np.int32)
+    progress.start("pack", None, "")
+    tokens = FlatFile(tok_file, np.int32)  # read by slices: the token file never becomes resident
     doc_off_a = np.array(doc_off, dtype=np.int64)
     bounds_flat = np.concatenate(bounds_parts) if bounds_parts else np.zeros(0, np.int64)
     bound_off_a = np.array(bound_off, dtype=np.int64)
@@ -291,6 +313,7 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
     plan = pack(np.diff(doc_off_a), doc_coll, seq_len,
                 boundaries=lambda d: bounds_flat[bound_off_a[d]:bound_off_a[d + 1]],
                 slack=int(cfg.packing.split_slack * seq_len), word_cut=word_cut)
+    progress.end()
     timings["pack"] = time.perf_counter() - t
     cpu["pack"] = time.process_time() - c
 
@@ -299,14 +322,16 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
     progress.start("write", len(plan.sequences), "sequences")
     weights = None
     if loss_weights is not None:
-        wmm = np.memmap(w_file, dtype=np.float32, mode="r") if n_tok_total else np.zeros(0, np.float32)
+        wmm = FlatFile(w_file, np.float32)
         weights = lambda d, s, e: wmm[doc_off_a[d] + s: doc_off_a[d] + e]
     info = write_version(staged, plan, tokens, doc_off_a, doc_coll, kept_docs(), cfg.packing.segments,
                          pad_id, progress, weights=weights)
     if loss_weights is not None:
+        wmm.close()
         w_file.unlink()
     progress.end()
-    tok_file.unlink()  # the memory map stays valid until `tokens` is dropped
+    tokens.close()
+    tok_file.unlink()
     (staged / "tokenizer").mkdir()
     tok.save(str(staged / "tokenizer" / "tokenizer.json"))
     if tc.path and Path(tc.path).is_dir():
@@ -332,7 +357,8 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
                       "trained_vocab_size": tc.vocab_size if origin == "trained" else None,
                       "eos_appended": eos is not None},
         "counts": {"sources": len(specs), "jobs": len(jobs), "entries": dict(status),
-                   "documents": n_docs, "duplicates": len(duplicates), "tokens": n_tok_total,
+                   "documents": n_docs, "duplicates": len(duplicates) - n_near, "near_duplicates": n_near,
+                   "tokens": n_tok_total,
                    "sequences": len(plan.sequences), "split_documents": plan.n_split_docs,
                    "padding_tokens": capacity - n_tok_total,
                    "fill": round(n_tok_total / capacity, 6) if capacity else 0.0,
@@ -341,7 +367,7 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
         "per_kind": info["per_kind"],
         "data_hash": info["data_hash"],
         "loss_weights": loss_weights is not None,
-        "work": {**cache.counters(), "documents_extracted": sum(summaries[i]["n_docs"] for i in todo),
+        "work": {**cache.counters(), "documents_extracted": sum(len(heads[i]["documents"]) for i in todo),
                  "sources_unchanged": len(jobs) - len(todo)},
         "timings": {k: round(v, 3) for k, v in timings.items()},
         "cpu_seconds": {k: round(v, 3) for k, v in cpu.items()},

@@ -1,16 +1,22 @@
 """Per-source caches in CORPUS_DIR/cache/, keyed by content hash, so unchanged sources cost nothing.
 
 Design choices:
-- `extract/KEY.json`: the ExtractResult of one source (KEY = job_key: content hash + extractor
-  version + options). `tokens/FP16/KEY.npz`: that source's token ids, per-document offsets and unit
-  boundaries for tokenizer fingerprint FP. Both are written atomically (temp + rename).
+- `extract/KEY.text` + `extract/KEY.head.json`: the ExtractResult of one source (KEY = job_key: content
+  hash + extractor version + options), split so that no phase needs a whole source in memory: the
+  texts, UTF-8, one after the other, in `.text`; everything else (entries, stats, and per document its
+  source, collection, kind, title, meta, sha256, byte offset and length) in `.head.json`. Dedup reads
+  only heads; tokenize and write read one document's text at a time. The extraction worker writes the
+  entry itself (`write_extract`) and sends back only the small head, so whole sources are never
+  pickled between processes. `tokens/FP16/KEY.tok`: that source's token ids, per-document offsets and
+  unit boundaries for tokenizer fingerprint FP. Everything is written atomically (temp + rename; the
+  head last, so a head on disk means its text is complete).
 - The cache is not versioned data: it can be deleted at any time; `prune` keeps only the keys the
-  last successful build used (and only the current tokenizer's token folder).
+  last successful build used (and only the current tokenizer's token folder). Entries of the older
+  one-file format (`KEY.json`, texts inline) are not read and are pruned.
 - Counters (`hits`, `misses`) let refresh pipelines (issue 7) prove that no work was redone.
 - Speed of a refresh (issue 7: most sources cached): tokens are one flat file per source (`KEY.tok`:
   magic, 4 lengths, 4 dtypes, then the raw arrays; ~50x faster to read than an .npz; old `.npz`
-  entries are still read), and extraction results are kept in memory, LRU, up to MEMO_CHARS of text
-  per build, because build_corpus reads each one in several phases.
+  entries are still read); heads are small and kept in memory for the build.
 """
 
 from __future__ import annotations
@@ -18,15 +24,47 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections import OrderedDict
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 
-from bookft.ingest.documents import ExtractResult
+from bookft.ingest.documents import Document, Entry, ExtractResult, text_hash
 
-MEMO_CHARS = 256 << 20  # characters of extracted text kept in memory per build (bounded: big corpora stream)
 _TOK_MAGIC = b"BFTOK1\0\0"
+HEAD_FORMAT = 2
+
+
+def extract_paths(root: Path, key: str) -> tuple[Path, Path]:
+    """(head, text) files of one extraction cache entry under CORPUS_DIR/cache."""
+    d = root / "extract"
+    return d / f"{key}.head.json", d / f"{key}.text"
+
+
+def write_extract(root: Path, key: str, res: ExtractResult) -> dict:
+    """Write one source's ExtractResult as a cache entry (texts streamed, one document at a time);
+    returns its head: the result without texts (what the build keeps in memory)."""
+    head_p, text_p = extract_paths(root, key)
+    head_p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = text_p.with_name(f".{key}.tmp{os.getpid()}.text")
+    docs = []
+    off = 0
+    with open(tmp, "wb") as f:
+        for d in res.documents:
+            b = d.text.encode("utf-8", "surrogatepass")
+            f.write(b)
+            docs.append({"source": d.source, "collection": d.collection, "kind": d.kind, "title": d.title,
+                         "meta": d.meta, "hash": text_hash(d.text), "offset": off, "nbytes": len(b),
+                         "n_chars": len(d.text)})
+            off += len(b)
+    os.replace(tmp, text_p)
+    head = {"format": HEAD_FORMAT, "source": res.source, "kind": res.kind, "hash": res.hash,
+            "entries": [asdict(e) for e in res.entries], "stats": res.stats, "documents": docs}
+    tmp = head_p.with_name(f".{key}.tmp{os.getpid()}.json")
+    tmp.write_text(json.dumps(head, ensure_ascii=False), encoding="utf-8")
+    os.replace(tmp, head_p)
+    return head
 
 
 class SourceCache:
@@ -34,42 +72,46 @@ class SourceCache:
         self.root = root / "cache"
         self.enabled = enabled
         self.extract_hits = self.extract_misses = self.token_hits = self.token_misses = 0
-        self._memo: OrderedDict[str, tuple[ExtractResult, int]] = OrderedDict()
-        self._memo_chars = 0
-
-    def _remember(self, key: str, res: ExtractResult) -> None:
-        size = sum(len(d.text) for d in res.documents) + 1
-        if size > MEMO_CHARS // 4:
-            return
-        self._memo[key] = (res, size)
-        self._memo_chars += size
-        while self._memo_chars > MEMO_CHARS:
-            _, (_, n) = self._memo.popitem(last=False)
-            self._memo_chars -= n
+        self._heads: dict[str, dict] = {}
 
     # --- extraction results ---------------------------------------------------------------------------
-    def _x(self, key: str) -> Path:
-        return self.root / "extract" / f"{key}.json"
-
     def has_extract(self, key: str) -> bool:
-        return self.enabled and self._x(key).is_file()
+        head, text = extract_paths(self.root, key)
+        return self.enabled and head.is_file() and text.is_file()
+
+    def head(self, key: str) -> dict:
+        """The cached head of a source (entries, stats, documents without text); kept in memory."""
+        h = self._heads.get(key)
+        if h is None:
+            h = json.loads(extract_paths(self.root, key)[0].read_text(encoding="utf-8"))
+            if h.get("format") != HEAD_FORMAT:
+                raise ValueError(f"{extract_paths(self.root, key)[0]}: unknown extraction cache format")
+            self._heads[key] = h
+        return h
+
+    def save_extract(self, key: str, res: ExtractResult) -> dict:
+        self._heads[key] = h = write_extract(self.root, key, res)
+        return h
+
+    def remember(self, key: str, head: dict) -> None:
+        """A head written by an extraction worker."""
+        self._heads[key] = head
+
+    def documents(self, key: str, indices: Iterable[int] | None = None) -> Iterator[Document]:
+        """The source's documents (all, or those at `indices`, ascending), read one text at a time."""
+        docs = self.head(key)["documents"]
+        with open(extract_paths(self.root, key)[1], "rb") as f:
+            for k in range(len(docs)) if indices is None else indices:
+                d = docs[k]
+                f.seek(d["offset"])
+                text = f.read(d["nbytes"]).decode("utf-8", "surrogatepass")
+                yield Document(d["source"], d["collection"], d["kind"], text, d["title"], d["meta"])
 
     def load_extract(self, key: str) -> ExtractResult:
-        hit = self._memo.get(key)
-        if hit is not None:
-            self._memo.move_to_end(key)
-            return hit[0]
-        res = ExtractResult.from_json(json.loads(self._x(key).read_text(encoding="utf-8")))
-        self._remember(key, res)
-        return res
-
-    def save_extract(self, key: str, res: ExtractResult) -> None:
-        p = self._x(key)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(res.to_json(), ensure_ascii=False), encoding="utf-8")
-        os.replace(tmp, p)
-        self._remember(key, res)
+        """The whole ExtractResult (texts included) of a source: for tests and tools, not the build."""
+        h = self.head(key)
+        return ExtractResult(source=h["source"], kind=h["kind"], hash=h["hash"], documents=list(self.documents(key)),
+                             entries=[Entry(**e) for e in h["entries"]], stats=h["stats"])
 
     # --- tokens ---------------------------------------------------------------------------------------
     def _t(self, fp: str, key: str, ext: str = ".tok") -> Path:
@@ -105,8 +147,9 @@ class SourceCache:
     def prune(self, keys: set[str], fp: str) -> None:
         xdir = self.root / "extract"
         if xdir.is_dir():
+            wanted = {n for k in keys for n in (f"{k}.head.json", f"{k}.text")}
             for f in xdir.iterdir():
-                if f.suffix == ".json" and f.stem not in keys:
+                if f.name not in wanted:  # other keys, old-format KEY.json, temp files of killed runs
                     f.unlink(missing_ok=True)
         tdir = self.root / "tokens"
         if tdir.is_dir():

@@ -72,6 +72,25 @@ class PackingConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class NearDedupConfig:
+    """MinHash/LSH near-duplicate removal (bookft/ingest/neardup.py); off by default (costs a pass over the text)."""
+
+    enabled: bool = False
+    threshold: float = 0.8  # estimated Jaccard similarity of word shingles at which a later document is dropped
+    shingle_words: int = 5
+    num_perm: int = 128  # MinHash signature length
+    seed: int = 0
+
+    def validate(self) -> None:
+        if not 0.0 < self.threshold <= 1.0:
+            raise ConfigError(f"near_dedup.threshold: must be in (0, 1], got {self.threshold}")
+        if self.shingle_words < 1:
+            raise ConfigError(f"near_dedup.shingle_words: must be >= 1, got {self.shingle_words}")
+        if not 8 <= self.num_perm <= 1024:
+            raise ConfigError(f"near_dedup.num_perm: must be in [8, 1024], got {self.num_perm}")
+
+
+@dataclass(frozen=True, kw_only=True)
 class SampleConfig:
     seed: int = 0
     books: int = 3
@@ -89,7 +108,8 @@ class IngestConfig:
     out: str = "data/corpus"
     sources: tuple[SourceConfig, ...] = ()
     sample: SampleConfig | None = None
-    dedup: bool = True
+    dedup: bool = True  # exact duplicates (same text) removed
+    near_dedup: NearDedupConfig = field(default_factory=NearDedupConfig)
     workers: int = 2  # extraction processes; 0 = in this process
     extract: ExtractConfig = field(default_factory=ExtractConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)

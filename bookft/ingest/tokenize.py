@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import deque
 from collections.abc import Iterable, Iterator
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +27,7 @@ from bookft.errors import IngestError
 
 EOS = "<|endoftext|>"
 PAD = "<|pad|>"
+BATCH_CHARS = 4 << 20  # characters per call of the batch encoder (bounds its memory)
 EOS_CANDIDATES = (EOS, "<|end_of_text|>", "</s>", "<eos>", "<|im_end|>", "<|eot_id|>")
 
 
@@ -104,23 +107,73 @@ def units(text: str) -> list[str]:
     return [u for u in out if u]
 
 
-def encode_documents(tok: Tokenizer, texts: list[str], eos_id: int | None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Per document: token ids int32 [n] and unit boundaries int64 [k] (token offsets in (0, n))."""
-    all_units: list[str] = []
-    counts: list[int] = []
-    for t in texts:
-        u = units(t)
-        all_units.extend(u)
-        counts.append(len(u))
-    enc = tok.encode_batch_fast(all_units, add_special_tokens=False) if hasattr(tok, "encode_batch_fast") \
-        else tok.encode_batch(all_units, add_special_tokens=False)
-    k = 0
-    for c in counts:
-        ids = [e.ids for e in enc[k:k + c]]
-        k += c
-        lens = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
-        flat = np.fromiter((i for x in ids for i in x), dtype=np.int32, count=int(lens.sum()))
+def _encode_batch(tok: Tokenizer, batch: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Units -> (all their ids, int32, concatenated; tokens per unit, int64)."""
+    enc = tok.encode_batch_fast(batch, add_special_tokens=False) if hasattr(tok, "encode_batch_fast") \
+        else tok.encode_batch(batch, add_special_tokens=False)
+    ids = [e.ids for e in enc]
+    del enc
+    lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+    return np.fromiter(chain.from_iterable(ids), dtype=np.int32, count=int(lens.sum())), lens
+
+
+def encode_documents(tok: Tokenizer, texts: Iterable[str], eos_id: int | None, batch_chars: int = BATCH_CHARS
+                     ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Per document, in order: token ids int32 [n] and unit boundaries int64 [k] (token offsets in (0, n)).
+
+    Streaming: `texts` is consumed lazily and units go to the batch encoder in batches of about
+    `batch_chars` characters (a document may span batches), so memory is bounded by the batch and the
+    largest document, not by the number of texts. The ids do not depend on the batching.
+    """
+    counts: deque[int] = deque()  # units per document, for the documents read so far
+
+    def unit_stream() -> Iterator[str]:
+        for t in texts:
+            u = units(t)
+            counts.append(len(u))
+            yield from u
+
+    def batches() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        batch: list[str] = []
+        size = 0
+        for u in unit_stream():
+            batch.append(u)
+            size += len(u)
+            if size >= batch_chars:
+                yield _encode_batch(tok, batch)
+                batch, size = [], 0
+        if batch:
+            yield _encode_batch(tok, batch)
+
+    def finish(ids_parts: list[np.ndarray], lens_parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        flat = np.concatenate(ids_parts) if ids_parts else np.zeros(0, np.int32)
+        lens = np.concatenate(lens_parts) if lens_parts else np.zeros(0, np.int64)
         if eos_id is not None:
             flat = np.append(flat, np.int32(eos_id))
         bounds = np.cumsum(lens)[:-1]
-        yield flat, bounds[(bounds > 0) & (bounds < len(flat))]
+        return flat, bounds[(bounds > 0) & (bounds < len(flat))]
+
+    ids_parts: list[np.ndarray] = []
+    lens_parts: list[np.ndarray] = []
+    need: int | None = None  # units the current (first unfinished) document still waits for
+    for flat, lens in batches():
+        u = t = 0
+        while True:
+            if need is None:
+                if not counts:
+                    break
+                need = counts.popleft()
+            take = min(need, len(lens) - u)
+            n_tok = int(lens[u:u + take].sum())
+            if take:
+                ids_parts.append(flat[t:t + n_tok])
+                lens_parts.append(lens[u:u + take])
+            u, t, need = u + take, t + n_tok, need - take
+            if need:
+                break  # this batch is used up; the document continues in the next one
+            yield finish(ids_parts, lens_parts)
+            ids_parts, lens_parts, need = [], [], None
+    assert need is None, "encode_documents: units missing at the end"
+    for c in counts:  # documents without units after the last batch (empty texts)
+        assert c == 0
+        yield finish([], [])

@@ -1,0 +1,104 @@
+"""The streaming pieces of a build: batched encoding, the split extraction cache, direct Arrow shards, pread."""
+
+import json
+
+import datasets
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from bookft.corpus.store import ArrowDatasetWriter, FlatFile
+from bookft.ingest.cache import SourceCache, extract_paths
+from bookft.ingest.documents import Document, Entry, ExtractResult, text_hash
+from bookft.ingest.tokenize import encode_documents, train_bpe, units
+
+WORDS = "alpha beta gamma delta epsilon zeta eta theta".split()
+
+
+@pytest.fixture(scope="module")
+def texts_and_tok():
+    rng = np.random.default_rng(0)
+    texts = []
+    for _ in range(60):
+        n = int(rng.choice([0, 1, 3, 10, 40]))  # empty documents too
+        texts.append("\n\n".join(" ".join(rng.choice(WORDS, size=rng.integers(1, 30))) for _ in range(n)))
+    return texts, train_bpe(texts, 400)
+
+
+def _reference(tok, texts, eos):
+    """One unit at a time, no batching: what encode_documents must give whatever its batch size."""
+    for t in texts:
+        ids = [tok.encode(u, add_special_tokens=False).ids for u in units(t)]
+        flat = np.array([i for x in ids for i in x] + ([eos] if eos is not None else []), np.int32)
+        b = np.cumsum([len(x) for x in ids], dtype=np.int64)[:-1]
+        yield flat, b[(b > 0) & (b < len(flat))]
+
+
+@pytest.mark.parametrize("batch_chars", [1, 37, 500, 1 << 30])
+@pytest.mark.parametrize("eos", [None, 0])
+def test_encoding_does_not_depend_on_batching(texts_and_tok, batch_chars, eos):
+    texts, tok = texts_and_tok
+    got = list(encode_documents(tok, iter(texts), eos, batch_chars))  # a generator: consumed lazily
+    want = list(_reference(tok, texts, eos))
+    assert len(got) == len(want) == 60
+    for (ids, bnd), (ids_r, bnd_r) in zip(got, want, strict=True):
+        assert ids.dtype == np.int32 and bnd.dtype == np.int64
+        np.testing.assert_array_equal(ids, ids_r)
+        np.testing.assert_array_equal(bnd, bnd_r)
+
+
+def test_extraction_cache_streams_documents_and_prunes_old_format(tmp_path):
+    docs = [Document("a.txt", "c", "text", "caf\u00e9 \u2603 plain", "A", {"n": 1}),
+            Document("b.txt", "c", "text", "", "B"),
+            Document("c.txt", "c", "text", "lone surrogate \udc80 kept", "C")]
+    res = ExtractResult("src", "text", "h0", docs, [Entry("src", "ingested")], {"files": 3})
+    cache = SourceCache(tmp_path)
+    head = cache.save_extract("k1", res)
+    assert [d["hash"] for d in head["documents"]] == [text_hash(d.text) for d in docs]
+    assert all("text" not in d for d in head["documents"])  # texts live in the .text file only
+    fresh = SourceCache(tmp_path)  # reads the head from disk
+    assert fresh.has_extract("k1") and not fresh.has_extract("k2")
+    assert [d.text for d in fresh.documents("k1", [0, 2])] == [docs[0].text, docs[2].text]
+    back = fresh.load_extract("k1")
+    assert back.documents == docs and back.entries == res.entries and back.stats == {"files": 3}
+    old = tmp_path / "cache" / "extract" / "k1.json"  # an entry of the one-file format
+    old.write_text("{}")
+    cache.save_extract("k2", res)
+    cache.prune({"k1"}, "0" * 64)
+    assert sorted(p.name for p in old.parent.iterdir()) == ["k1.head.json", "k1.text"]
+    assert extract_paths(tmp_path / "cache", "k1")[1].stat().st_size == sum(
+        len(d.text.encode("utf-8", "surrogatepass")) for d in docs)
+
+
+def test_arrow_writer_shards_open_with_load_from_disk(tmp_path):
+    schema = pa.schema([("ids", pa.list_(pa.int32())), ("name", pa.string())])
+    w = ArrowDatasetWriter(tmp_path / "ds", schema, max_shard_bytes=2000)
+    rng = np.random.default_rng(1)
+    rows = [rng.integers(0, 1000, size=int(rng.integers(1, 100)), dtype=np.int32) for _ in range(50)]
+    for k in range(0, 50, 5):
+        w.write({"ids": rows[k:k + 5], "name": [f"r{j}" for j in range(k, k + 5)]})
+    w.close()
+    state = json.loads((tmp_path / "ds" / "state.json").read_text())
+    n = len(state["_data_files"])
+    assert n > 3 and state["_data_files"][-1]["filename"] == f"data-{n - 1:05d}-of-{n:05d}.arrow"
+    ds = datasets.load_from_disk(str(tmp_path / "ds"))
+    assert len(ds) == 50 and ds.features["ids"].feature.dtype == "int32"
+    assert ds["name"] == [f"r{j}" for j in range(50)]
+    for j in (0, 17, 49):
+        assert ds[j]["ids"] == rows[j].tolist()
+    empty = ArrowDatasetWriter(tmp_path / "empty", schema)
+    empty.close()
+    assert len(datasets.load_from_disk(str(tmp_path / "empty"))) == 0
+
+
+def test_flat_file_reads_slices(tmp_path):
+    a = np.arange(1000, dtype=np.int32) * 7
+    (tmp_path / "t.bin").write_bytes(a.tobytes())
+    f = FlatFile(tmp_path / "t.bin", np.int32)
+    assert len(f) == 1000
+    np.testing.assert_array_equal(f[10:20], a[10:20])
+    np.testing.assert_array_equal(f[np.int64(990):np.int64(2000)], a[990:])
+    assert len(f[500:400]) == 0
+    with pytest.raises(ValueError, match="contiguous"):
+        f[::2]
+    f.close()
