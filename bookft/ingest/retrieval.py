@@ -217,19 +217,40 @@ def build_example(tok, rng, pool: _Pool, cfg: RetrievalConfig, kind: str, length
             return None  # cleaning would change the text (odd characters): skip this one
         n = count_tokens(tok, text)
         if n <= budget and (best is None or n > best[1]):
-            best = (text, n, spans)
+            best = (text, n, spans, k)
         if n == budget:
             break
         target += budget - n  # the joins count a little differently from the parts
     if best is None:
         return None
-    text, n, spans = best
+    text, n, spans, k = best
+    if n < budget:  # top up with the window's next words, so the next example starts on its row
+        text, n, spans = _top_up(tok, text, n, spans, budget, len(post) + len(answer), words[k:])
     ids, tspans = token_char_spans(tok, text)
     answers = []
     for a0, a1 in spans:
         hit = np.flatnonzero((tspans[:, 0] < a1) & (tspans[:, 1] > a0))
         answers.append((int(hit[0]), int(hit[-1]) + 1))
     return text, answers, n
+
+
+def _top_up(tok, text: str, n: int, spans: list, budget: int, tail: int, words: list[str]):
+    """Insert words before the final question (the last `tail` characters) while the example stays
+    within `budget` tokens; examples of exactly `length` tokens keep every one on its curriculum
+    row (a short one would make the next start before the row boundary)."""
+    at = len(text) - tail
+    for w in words[:64]:
+        if n == budget:
+            break
+        w = w if w.startswith(" ") else " " + w
+        cand = text[:at] + w + text[at:]
+        if clean_text(cand) != cand:
+            continue
+        m = count_tokens(tok, cand)
+        if m <= budget:
+            text, n, at = cand, m, at + len(w)
+            spans = spans[:-1] + [(spans[-1][0] + len(w), spans[-1][1] + len(w))]
+    return text, n, spans
 
 
 _WORKER: dict = {}

@@ -9,7 +9,10 @@ Design choices:
   a target is the corpus's loss weight of the predicted token (synthesized retrieval examples put
   weight on answers), 0 for padding and document ends.
 - A curriculum stage of length L cuts each corpus sequence into rows of L tokens, so the tokens
-  per step stay the same while the rows get shorter; positions and segment ids stay exact.
+  per step stay the same while the rows get shorter; positions and segment ids stay exact. A
+  synthesized example cut by a row keeps no loss in that row (`drop_cut_example`): its answers
+  could ask about a fact the row does not hold; and a stage draws only the sequences whose
+  examples fit its rows (`Batches.eligible`), so its steps are not spent on such rows.
 - The zig-zag load-balance order (bookft.attention.load_balance) is applied here once, to every
   array together, when the attention strategy is causal and sequence-parallel.
 - Each host builds only the rows its devices hold (jax.make_array_from_callback asks per device).
@@ -17,7 +20,9 @@ Design choices:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -48,6 +53,47 @@ def shift_targets(seq: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     }
 
 
+def drop_cut_example(row: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A row cut from a longer corpus sequence may start inside a document. When that document's
+    targets carry uneven loss weights (a synthesized retrieval example: weight on its answers),
+    its answers can ask about text before the row, so its loss is dropped (weights 0). Ordinary
+    text cut the same way keeps its weights: predicting the next token needs no earlier evidence."""
+    seg, pos = row["segment_ids"], row["positions"]
+    if seg[0] == 0 or pos[0] == 0:
+        return row
+    end = int(np.argmax(seg != seg[0])) if (seg != seg[0]).any() else len(seg)
+    w = row["weights"][:end]
+    live = w[w > 0]
+    if live.size and live.max() > live.min():
+        row = dict(row)
+        row["weights"] = row["weights"].copy()
+        row["weights"][:end] = 0.0
+    return row
+
+
+def fitting_row_len(seq: dict[str, np.ndarray]) -> int:
+    """The shortest row length (a divisor of the sequence length) whose rows each hold whole every
+    document of the sequence with uneven loss weights (a synthesized retrieval example); 0 when the
+    sequence has none, so any row length will do."""
+    seg, w = seq["segment_ids"], seq.get("loss_weights")
+    if w is None:
+        return 0
+    n = len(seg)
+    spans = []
+    for d in np.unique(seg[seg > 0]):
+        at = np.flatnonzero(seg == d)
+        live = w[at][w[at] > 0]
+        if live.size and live.max() > live.min():
+            spans.append((int(at[0]), int(at[-1])))
+    if not spans:
+        return 0
+    divisors = sorted({d for i in range(1, math.isqrt(n) + 1) if n % i == 0 for d in (i, n // i)})
+    for size in divisors:
+        if all(a // size == b // size for a, b in spans):
+            return size
+    return n
+
+
 @dataclass
 class BatchPlan:
     rows: int  # rows per step (all micro-batches)
@@ -68,18 +114,36 @@ class Batches:
         self.shuffle = shuffle
         self.cp = load_balance_cp
         self.grad_accum = grad_accum
-        self._perm_cache: dict[int, np.ndarray] = {}
+        self._perm_cache: dict[tuple[int, int], np.ndarray] = {}
+        self._targeted: np.ndarray | None = None
 
-    def sequence_index(self, stream_index: int) -> int:
-        n = len(self.corpus)
+    def eligible(self, row_len: int) -> np.ndarray | None:
+        """Corpus sequences a stage of `row_len` draws from (None = all): in a corpus with
+        synthesized retrieval examples (retrieval.json in the version), a sequence whose examples
+        are longer than the row would only be cut into rows that ask about facts they do not hold,
+        so a curriculum stage reads ordinary sequences and those whose examples fit."""
+        if not (Path(self.corpus.path) / "retrieval.json").is_file():
+            return None
+        if self._targeted is None:
+            self._targeted = np.array([fitting_row_len(self.corpus.sequence(i)) for i in range(len(self.corpus))])
+        ok = np.flatnonzero((self._targeted <= row_len) & (row_len % np.maximum(self._targeted, 1) == 0))
+        if ok.size == 0:
+            raise TrainError(f"{self.corpus.path}: no sequence fits rows of {row_len} tokens (each holds "
+                             f"a retrieval example that rows of {row_len} would cut)")
+        return None if ok.size == len(self.corpus) else ok
+
+    def sequence_index(self, stream_index: int, row_len: int | None = None) -> int:
+        pool = self.eligible(row_len) if row_len is not None else None
+        n = len(self.corpus) if pool is None else len(pool)
         epoch, j = divmod(stream_index, n)
-        if not self.shuffle:
-            return j
-        perm = self._perm_cache.get(epoch)
-        if perm is None:
-            perm = np.random.default_rng([self.seed, epoch]).permutation(n)
-            self._perm_cache = {epoch: perm}
-        return int(perm[j])
+        if self.shuffle:
+            key = (epoch, n)
+            perm = self._perm_cache.get(key)
+            if perm is None:
+                perm = np.random.default_rng([self.seed, epoch]).permutation(n)
+                self._perm_cache = {key: perm}
+            j = int(perm[j])
+        return int(j if pool is None else pool[j])
 
     def plan(self, row_len: int) -> BatchPlan:
         s0 = self.corpus.seq_len
@@ -104,11 +168,14 @@ class Batches:
         for r in rows:
             k, part = divmod(r, per_seq)
             if k not in cache:
-                idx = self.sequence_index(step * self.batch_size + k)
+                idx = self.sequence_index(step * self.batch_size + k, row_len)
                 cache[k] = shift_targets(self.corpus.sequence(idx))
             seq = cache[k]
+            row = {f: seq[f][part * row_len:(part + 1) * row_len] for f in FIELDS}
+            if part:
+                row = drop_cut_example(row)
             for f in FIELDS:
-                x = seq[f][part * row_len:(part + 1) * row_len]
+                x = row[f]
                 out[f].append(load_balance(x, self.cp, axis=0) if self.cp > 1 else x)
         return {f: np.stack(v) for f, v in out.items()}
 
