@@ -42,4 +42,9 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, *, dtype: str | N
             raise ModelError(f"{src}: could not restore the train checkpoint ({type(e).__name__}: {e})") from None
         config = model.config
         tokenizer_dir = tokenizer_dir or getattr(run_config.model, "hf_path", None)
+    if config.short_conv:
+        raise ModelError(f"{src}: this model has bookft's short convolution (model.short_conv="
+                         f"{config.short_conv}), which transformers' {config.model_type} does not have; "
+                         "it would load without it and give wrong outputs. Evaluate it with bookft "
+                         "(bookft eval niah --checkpoint), or train with model.short_conv=0 to export.")
     return save_hf(model, config, out, tokenizer_dir=tokenizer_dir, dtype=dtype)

@@ -84,6 +84,7 @@ def config_from_hf(hf: dict[str, Any], where: str = "config.json", **knobs: Any)
             "tie_embeddings": bool(hf.get("tie_word_embeddings", False)),
             "qkv_bias": model_type == "qwen2",
             "qk_norm": model_type == "qwen3",
+            "short_conv": int(hf.get("bookft_short_conv", 0)),
         }
     except KeyError as e:
         raise ModelError(f"{where}: missing key {e.args[0]!r}") from None
@@ -137,6 +138,8 @@ def config_to_hf(config: ModelConfig, dtype: str | None = None) -> dict[str, Any
     if config.model_type in ("mistral", "qwen2", "qwen3"):
         hf["sliding_window"] = None
         hf["use_sliding_window"] = False
+    if config.short_conv:  # read back by bookft (config_from_hf); transformers would ignore the layer
+        hf["bookft_short_conv"] = config.short_conv
     return hf
 
 
@@ -155,6 +158,8 @@ def hf_tensor_names(config: ModelConfig, layer_params: tuple[str, ...]) -> dict[
         "model.embed_tokens.weight": ("embed", None), "model.norm.weight": ("final_norm", None)}
     if not config.tie_embeddings:
         names["lm_head.weight"] = ("lm_head", None)
+    if config.short_conv:  # bookft's own tensor (model.short_conv); transformers has no such layer
+        names["model.embed_conv.weight"] = ("conv", None)
     for i in range(config.num_layers):
         for ours in layer_params:
             if ours in _LAYER_NAMES:

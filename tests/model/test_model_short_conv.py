@@ -77,3 +77,22 @@ def test_short_conv_model_starts_as_plain_llama():
     taps = short_conv.earlier_ids(ids, pos, jnp.ones_like(ids), 8)
     np.testing.assert_allclose(np.asarray(short_conv.apply(m1.embed[...], m1.conv[...], taps)), np.asarray(x0))
     assert np.isfinite(np.asarray(h1)).all()
+
+
+def test_short_conv_round_trips_through_bookft_hf_folder_and_export_refuses(tmp_path):
+    import pytest
+
+    from bookft.errors import ModelError
+    from bookft.model.export import export_checkpoint
+    from bookft.model.hf_io import load_hf, save_hf
+
+    cfg = ModelConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_heads=4, num_kv_heads=2,
+                      compute_dtype="float32", remat="none", short_conv=4)
+    m = init_model(cfg)
+    m.conv[...] = jnp.asarray(np.random.default_rng(0).standard_normal((4, 32)), jnp.float32)
+    save_hf(m, cfg, tmp_path / "hf")
+    back, cfg2 = load_hf(tmp_path / "hf")
+    assert cfg2.short_conv == 4
+    np.testing.assert_array_equal(np.asarray(back.conv[...]), np.asarray(m.conv[...]))
+    with pytest.raises(ModelError, match="short convolution"):
+        export_checkpoint(tmp_path / "hf", tmp_path / "out")
