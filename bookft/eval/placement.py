@@ -80,8 +80,10 @@ class _Builder:
         total = int(cum[-1])
         chunks = list(self.hay.chunks[:n]) + ([partial] if partial else [])
         inserts: dict[int, list[int]] = {}
-        for j, needle in enumerate(self.task.needles):
-            b = int(np.argmin(np.abs(cum - needle.depth * total)))
+        # needles sharing a boundary go in depth order (ties: task order), so the text order is
+        # the depth order the task's answer assumes (multivalue lists values as they appear)
+        for j in sorted(range(len(self.task.needles)), key=lambda j: (self.task.needles[j].depth, j)):
+            b = int(np.argmin(np.abs(cum - self.task.needles[j].depth * total)))
             inserts.setdefault(len(chunks) if b == n else b, []).append(j)
         parts, spans, pos = [self.pre], [None] * len(self.task.needles), len(self.pre)
         for i in range(len(chunks) + 1):

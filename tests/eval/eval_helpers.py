@@ -50,9 +50,13 @@ def wordpiece(vocab_size: int = 400) -> Tokenizer:
 
 # --- stub models -------------------------------------------------------------------------------
 
-_NEEDLE = re.compile(r"specialmagicnumbersfor([a-z\-]+)is:(\d+)")
-_ASK = re.compile(r"specialmagicnumberfor([a-z\-]+)mentionedintheprovidedtextis$")
+_NEEDLE = re.compile(r"(?:specialmagicnumbersfor|Thespecialmagicnumberfor)([a-z\-]+)is:(\d+)\.")
+_ASK_ONE = re.compile(r"(?:specialmagicnumberfor([a-z\-]+)mentionedintheprovidedtextis"
+                      r"|Thespecialmagicnumberfor([a-z\-]+)is:)$")
+_ASK_ALL = re.compile(r"specialmagicnumbersfor([a-z\-,]+)mentionedintheprovidedtextare$")
 _PASS = re.compile(r"Thepasskeyis(\d+)\.")
+_VAR_ASK = re.compile(r"areassignedthevalue(\d+),theyare:$")
+_VAR = re.compile(r"VAR([A-Z]{5})=(\d+|VAR[A-Z]{5})\.")
 
 
 def _squash(text: str) -> str:
@@ -60,12 +64,28 @@ def _squash(text: str) -> str:
 
 
 def oracle_value(text: str) -> str | None:
-    """The value a perfect reader would give after reading `text` (a prompt ending in the answer prefix)."""
+    """The answer a perfect reader gives after reading `text` (a prompt ending in the answer prefix),
+    for every task: niah/multikey (either phrasing), multivalue, multiquery, passkey, vartrack."""
     flat = _squash(text)
-    ask = _ASK.search(flat)
+    needles = _NEEDLE.findall(flat)  # (key, value) in order of appearance
+    ask = _ASK_ONE.search(flat)
     if ask:
-        found = dict(reversed(_NEEDLE.findall(flat)))  # first needle of a key wins
-        return found.get(ask.group(1))
+        key = ask.group(1) or ask.group(2)
+        return next((v for k, v in needles if k == key), None)  # the first needle of a key wins
+    ask = _ASK_ALL.search(flat)
+    if ask:
+        keys = ask.group(1).split(",")
+        if len(keys) == 1:  # multivalue: every value of the key, in order of appearance
+            return ", ".join(v for k, v in needles if k == keys[0]) or None
+        first = dict(reversed(needles))  # multiquery: each key's value, in the asked order
+        return ", ".join(first.get(k, "?") for k in keys)
+    ask = _VAR_ASK.search(flat)
+    if ask:  # vartrack: follow the chain of assignments from the value, in order of appearance
+        names: list[str] = []
+        for name, rhs in _VAR.findall(flat):
+            if rhs == ask.group(1) or rhs.removeprefix("VAR") in names:
+                names.append(name)
+        return " ".join(names) or None
     if flat.endswith("Whatisthepasskey?Thepasskeyis"):
         m = _PASS.search(flat)
         return m.group(1) if m else None
@@ -115,8 +135,8 @@ class OracleModel:
 def random_logits_fn(vocab_size: int, seed: int = 0):
     rng = np.random.default_rng(seed)
 
-    def fn(ids, pos, seg):  # a 32-position window ending at the real tokens
-        t = min(32, ids.shape[1])
+    def fn(ids, pos, seg):  # a 64-position window ending at the real tokens
+        t = min(64, ids.shape[1])
         return rng.normal(size=(ids.shape[0], t, vocab_size)), max(0, int(seg.sum(1).max()) - t)
 
     return fn

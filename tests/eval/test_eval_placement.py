@@ -25,7 +25,7 @@ def _squash(s: str) -> str:
     return re.sub(r"\s+", "", s)
 
 
-@pytest.mark.parametrize("task", ["niah", "multikey", "multivalue", "passkey", "vartrack"])
+@pytest.mark.parametrize("task", ["niah", "multikey", "multivalue", "multiquery", "passkey", "vartrack"])
 @pytest.mark.parametrize("kind", ["essay", "noise"])
 def test_needles_decode_exactly_near_nominal_depth(tok, task, kind):
     hay = build_haystack(kind, tok, seed=3, min_tokens=1800)

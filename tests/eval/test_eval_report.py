@@ -75,3 +75,17 @@ def test_cli_compare_and_errors(two_runs, tmp_path):
     assert r.exit_code != 0 and "no results.json" in str(r.exception)
     r = runner.invoke(app, ["eval", "niah", "--model", "a", "--checkpoint", "b"])
     assert r.exit_code != 0 and "exactly one of" in str(r.exception)
+
+
+def test_progress_bar_counts_cells_and_tokens_per_second():
+    import io
+
+    tok = EvalTokenizer.load(byte_bpe())
+    console = Console(record=True, file=io.StringIO(), force_terminal=True, width=120)
+    res = run_niah(None, tok, EvalConfig(lengths=(300, 600), depths=(0, 100), seeds=(0,)),
+                   logits_fn=OracleModel(tok, tok.vocab_size).logits_fn, console=console, progress=True)
+    text = console.export_text()
+    assert "niah length 600" in text  # the bar names the length in progress
+    final = re.findall(r"(\d)/4 cells\s+([\d,]+) tok/s", text)[-1]  # the last refresh: every cell done
+    assert final[0] == "4" and int(final[1].replace(",", "")) > 0
+    assert res["timing"]["tokens"] == sum(sum(c["actual_lengths"]) for c in res["cells"])

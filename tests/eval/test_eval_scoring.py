@@ -28,9 +28,11 @@ def test_effective_length():
     assert effective_length({1024: 0.85}, 0.85) == 1024
 
 
-@pytest.mark.parametrize("task", ["niah", "multikey", "passkey"])
-def test_oracle_scores_one_random_scores_zero(bpe, task):
-    cfg = EvalConfig(task=task, lengths=(384, 700), depths=(0, 50, 100), seeds=(0, 1),
+@pytest.mark.parametrize("task,phrasing", [("niah", "ruler"), ("niah", "short"), ("multikey", "ruler"),
+                                          ("multivalue", "ruler"), ("multiquery", "ruler"),
+                                          ("passkey", "ruler"), ("vartrack", "ruler")])
+def test_oracle_scores_one_random_scores_zero(bpe, task, phrasing):
+    cfg = EvalConfig(task=task, phrasing=phrasing, lengths=(600, 700), depths=(0, 50, 100), seeds=(0, 1),
                      scoring=("teacher_forced", "generate"), batch_size=4,
                      haystack="noise" if task == "passkey" else "essay")
     oracle = OracleModel(bpe, bpe.vocab_size)
@@ -42,11 +44,11 @@ def test_oracle_scores_one_random_scores_zero(bpe, task):
         assert c["scores"]["generate"] == 1.0, c
         assert c["per_seed"][0]["predicted"] == c["per_seed"][0]["answer"]
     assert res["summary"]["mean"] == 1.0 and res["summary"]["effective_length"] == 700
-    # cells of one length are batched at that length's bucket (700 -> 512 * 1.5 = 768):
+    # cells of one length are batched at that length's bucket (600 -> 640, 700 -> 768):
     # 3 depths x 2 seeds = 6 samples -> 4 + 2; generation batches the same way (prompt lengths may differ)
-    assert oracle.shapes == [(4, 384), (2, 384), (4, 768), (2, 768)]
+    assert oracle.shapes == [(4, 640), (2, 640), (4, 768), (2, 768)]
     assert [len(b) for b in oracle.prompt_lengths] == [4, 2, 4, 2]
-    rand = run_niah(None, bpe, EvalConfig(task=task, lengths=(384, 700), depths=(0, 50, 100), seeds=(0, 1)),
+    rand = run_niah(None, bpe, EvalConfig(task=task, lengths=(600, 700), depths=(0, 50, 100), seeds=(0, 1)),
                     logits_fn=random_logits_fn(bpe.vocab_size), progress=False)
     assert rand["summary"]["mean"] <= 0.05
     assert rand["summary"]["effective_length"] is None
