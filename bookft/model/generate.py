@@ -35,6 +35,7 @@ import numpy as np
 from flax import nnx
 
 from bookft.model import layers as L
+from bookft.model import short_conv
 from bookft.model.axes import constrain
 from bookft.model.decoder import Decoder
 from bookft.model.rope import rope_cos_sin
@@ -72,6 +73,22 @@ class KVCache(NamedTuple):
     v: jax.Array
     valid: jax.Array
     slots: np.ndarray  # host int: cache index of decode token i
+    history: np.ndarray | None = None  # model.short_conv: each row's last W-1 prompt ids [B, W-1]
+
+
+def _conv_history(model: Decoder, input_ids, positions, segment_ids, last) -> np.ndarray | None:
+    """The ids before each row's first new token, in text order ([B, W-1], -1 = none), for the
+    short convolution's decode steps; found by (segment, position) so any prompt layout works."""
+    width = model.config.short_conv
+    if not width:
+        return None
+    ids, pos, seg = (np.asarray(x) for x in (input_ids, positions, segment_ids))
+    out = np.full((ids.shape[0], width - 1), -1, np.int32)
+    for r, t in enumerate(np.asarray(last)):
+        here = np.flatnonzero((seg[r] == seg[r, t]) & (pos[r] > pos[r, t] - width) & (pos[r] <= pos[r, t]))
+        got = ids[r, here[np.argsort(pos[r, here])]][-(width - 1):]
+        out[r, out.shape[1] - len(got):] = got
+    return out
 
 
 CACHE_AXES = (None, "batch", "seq", "kv_heads", "head_dim")
@@ -126,7 +143,8 @@ def prefill_cache(model: Decoder, input_ids, positions, segment_ids, last, atten
     graphdef, state = nnx.split(model)
     logits, k, v, valid = _prefill_fn(graphdef, attend, cache_blocks, extra)(
         state, input_ids, positions, segment_ids, jnp.asarray(last, jnp.int32))
-    return logits, KVCache(k, v, valid, decode_slots(s, max(capacity, 1), cache_blocks))
+    history = _conv_history(model, input_ids, positions, segment_ids, last)
+    return logits, KVCache(k, v, valid, decode_slots(s, max(capacity, 1), cache_blocks), history)
 
 
 def _decode_attention(q, ck, cv, valid):
@@ -143,10 +161,14 @@ def _decode_attention(q, ck, cv, valid):
 
 @functools.lru_cache(maxsize=32)
 def _step_fn(graphdef):
-    def step(state, cache_k, cache_v, valid, token, position, slot):
+    def step(state, cache_k, cache_v, valid, token, position, slot, history):
         model = nnx.merge(graphdef, state)
         config = model.config
-        x = jnp.take(model.embed[...], token[:, None], axis=0).astype(jnp.dtype(config.compute_dtype))
+        table = model.embed[...].astype(jnp.dtype(config.compute_dtype))
+        if config.short_conv:
+            x = short_conv.apply(table, model.conv[...], short_conv.step_taps(token, history))
+        else:
+            x = jnp.take(table, token[:, None], axis=0)
         cos, sin = rope_cos_sin(config, position[:, None])  # [B,1] positions
         here = jnp.arange(valid.shape[1]) == slot  # [T]
         valid = valid | here[None, :]
@@ -176,7 +198,7 @@ def decode_greedy(model: Decoder, logits, cache: KVCache, lengths, max_new_token
     graphdef, state = nnx.split(model)
     step = _step_fn(graphdef)
     lengths = np.asarray(lengths, np.int32)
-    cache_k, cache_v, valid = cache.k, cache.v, cache.valid
+    cache_k, cache_v, valid, history = cache.k, cache.v, cache.valid, cache.history
     done = np.zeros(b, bool)
     out = []
     for i in range(max_new_tokens):
@@ -188,7 +210,10 @@ def decode_greedy(model: Decoder, logits, cache: KVCache, lengths, max_new_token
         if i == max_new_tokens - 1 or done.all():
             break
         logits, cache_k, cache_v, valid = step(state, cache_k, cache_v, valid, jnp.asarray(token),
-                                               jnp.asarray(lengths + i), jnp.int32(cache.slots[i]))
+                                               jnp.asarray(lengths + i), jnp.int32(cache.slots[i]),
+                                               None if history is None else jnp.asarray(history))
+        if history is not None:  # the short convolution's window moves on by the token just fed
+            history = np.concatenate([history[:, 1:], token[:, None]], axis=1)
     return np.stack(out, axis=1).astype(np.int32)
 
 
