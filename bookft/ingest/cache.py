@@ -76,8 +76,14 @@ class SourceCache:
 
     # --- extraction results ---------------------------------------------------------------------------
     def has_extract(self, key: str) -> bool:
-        head, text = extract_paths(self.root, key)
-        return self.enabled and head.is_file() and text.is_file()
+        """A complete, readable entry (an unreadable or foreign head counts as missing: extracted again)."""
+        if not (self.enabled and extract_paths(self.root, key)[1].is_file()):
+            return False
+        try:
+            self.head(key)
+        except (OSError, ValueError):
+            return False
+        return True
 
     def head(self, key: str) -> dict:
         """The cached head of a source (entries, stats, documents without text); kept in memory."""

@@ -102,3 +102,13 @@ def test_flat_file_reads_slices(tmp_path):
     with pytest.raises(ValueError, match="contiguous"):
         f[::2]
     f.close()
+
+
+def test_unreadable_head_counts_as_missing(tmp_path):
+    cache = SourceCache(tmp_path)
+    cache.save_extract("k", ExtractResult("s", "text", documents=[Document("s", "c", "text", "hello")]))
+    head, _ = extract_paths(tmp_path / "cache", "k")
+    head.write_text("{not json")
+    assert not SourceCache(tmp_path).has_extract("k")
+    head.write_text(json.dumps({"format": 1}))
+    assert not SourceCache(tmp_path).has_extract("k")
