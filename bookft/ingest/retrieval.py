@@ -17,7 +17,8 @@ Design choices:
 - Token counts use the ingest's own encoder (paragraph units, bookft.ingest.tokenize), on text
   that is already a fixed point of clean_text, so the built corpus has exactly these tokens.
 - `questions` > 1 also asks (and answers) the question at random places after the fact, as long as
-  the context keeps half the example: more answer tokens per example, at shorter distances.
+  the context keeps `min_context` of the example: more answer tokens per example, at shorter
+  distances (what lets a tiny model find the copy at all in its first stage).
 - The answers' token spans travel in the JSON line (`bookft_retrieval`: length, spans), and
   `loss_weights_fn` turns it into per-token weights (answer_weight on the answer, context_weight on
   the rest) through build_corpus's loss_weights hook.
@@ -171,8 +172,8 @@ def build_example(tok, rng, pool: _Pool, cfg: RetrievalConfig, kind: str, length
     if fixed0 + 16 > budget:
         raise IngestError(f"retrieval.lengths: {length} tokens is too short for a {kind} example "
                           f"({fixed0} tokens without any context); use lengths of at least {fixed0 + 64}")
-    n_ask = cfg.questions - 1  # as many as fit, keeping at least half the example for the context
-    while n_ask > 0 and fixed0 + n_ask * count_tokens(tok, asked) > budget // 2:
+    n_ask = cfg.questions - 1  # as many as fit, keeping min_context of the example for the context
+    while n_ask > 0 and fixed0 + n_ask * count_tokens(tok, asked) > budget * (1.0 - cfg.min_context):
         n_ask -= 1
     fixed = fixed0 + n_ask * count_tokens(tok, asked)
     # Words of a window ("w0", " w1", " w2", ...): cut before a space, each is its own pre-token run,
