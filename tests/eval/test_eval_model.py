@@ -52,3 +52,29 @@ def test_cli_niah_on_hf_folder_with_ring_config(setup, tmp_path):
     assert (out / "report.html").is_file()
     r = CliRunner().invoke(app, [*args[:7], "2048", "--out", str(tmp_path / "o2")])
     assert "max_position_embeddings (1024)" in str(r.exception)
+
+    # --checkpoint: the run's own config.yaml selects ring over 4 devices; load_params' host arrays
+    # are placed on the mesh with the train shardings; same weights -> the same cells
+    import jax.numpy as jnp
+    import yaml
+    from flax import nnx
+
+    from bookft.model.lora import trainable_filter
+    from bookft.train.checkpoint import Checkpointer
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text(yaml.safe_dump({
+        "name": "ring-run", "model": TINY,
+        "attention": {"strategy": "ring", "kernel": "xla", "block_q": 32, "block_kv": 32},
+        "parallel": {"mesh": {"data": 1, "fsdp": 1, "context": 4}, "cpu_devices": 4}}))
+    _, params, _ = nnx.split(model, trainable_filter(model.config), ...)
+    ckpt = Checkpointer(run, async_save=False)
+    ckpt.save(1, params, {"count": jnp.zeros(())}, {"step": 1}, force=True)
+    ckpt.close()
+    r = CliRunner().invoke(app, ["eval", "niah", "--checkpoint", str(run), "--tokenizer", str(hf / "tokenizer.json"),
+                                 *args[6:-3], "--out", str(tmp_path / "o3"), "--no-progress"])
+    assert r.exit_code == 0, (r.output, r.exception)
+    res_ck = json.loads((tmp_path / "o3" / "results.json").read_text())
+    assert res_ck["model"]["attention"] == res["model"]["attention"] and res_ck["model"]["run"] == "ring-run"
+    assert [c["per_seed"] for c in res_ck["cells"]] == [c["per_seed"] for c in res["cells"]]
