@@ -173,6 +173,7 @@ def evaluate(*, checkpoint: str | None, model_dir: str | None, tokenizer: str | 
     except EvalError:  # attention package missing: the model's dense reference attention
         attend, layout = None, SeqLayout(per_octave=settings.length_buckets)
         info["attention"] = {"strategy": "reference"}
+    model = layout.place(model)  # the host copy load_params returned is dropped here
     results = run_niah(model, tok, settings, attend=attend, layout=layout, model_config=model_config,
                        model_info=info, console=console, progress=progress)
     paths = write_report(results, out)

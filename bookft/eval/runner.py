@@ -87,6 +87,7 @@ def run_niah(model: Any, tokenizer: Any, settings: EvalConfig, *, logits_fn: Log
     check_model(model_config, lengths, tok.vocab_size)
     layout = dataclasses.replace(layout or SeqLayout(), per_octave=cfg.length_buckets)
     if model is not None:
+        model = layout.place(model)  # once, shared by both scorers (placing again is a no-op)
         if logits_fn is None and "teacher_forced" in cfg.scoring:
             logits_fn = model_logits_fn(model, attend=attend, tail=cfg.logits_tail, layout=layout)
         if generate_fn is None and "generate" in cfg.scoring:
