@@ -71,3 +71,13 @@ def test_absurd_length_does_not_fit_with_figure_and_json_keys(tiny, v5p8):
         assert key in r
     assert out["best"] is None and r["fits"] is False
     assert "does not fit: at least" in r["error"] and "GiB per chip" in r["error"]
+
+
+def test_offloaded_layer_inputs_beyond_host_memory_refused_without_compiling():
+    from bookft.plan.planner import plan_fast
+
+    cfg = load_run_config("configs/llama-3.1-8b-v5p-1m.yaml")
+    topo = parse_topology("v5p-128")
+    # 32 layers x 32M tokens / 64 chips x 4096 x bf16 = 128 GiB of layer inputs per chip
+    r = plan_fast(cfg, topo, None, seq_len=2**25, strategy="ring", remat="offload_input")
+    assert not r.fits and "128 GiB of host memory per chip" in r.error and "not compiled" in r.error
