@@ -165,6 +165,10 @@ def plan_one(cfg: RunConfig, topo: Topology, devices, *, seq_len: int, strategy:
     try:
         lowered = step.lower(state, sds(abs_frozen), batch)
         compiled = lowered.compile()
+    except (AttentionError, ConfigError) as e:  # found while tracing (e.g. ulysses degree > head count)
+        res.compile_s = time.perf_counter() - t0
+        res.error = f"not applicable: {e}"
+        return res
     except Exception as e:  # XLA's own OOM -> a readable answer; anything else is a real error
         res.compile_s = time.perf_counter() - t0
         msg = _oom(str(e))
