@@ -38,14 +38,19 @@ class Stage:
 @dataclass(frozen=True, kw_only=True)
 class OptimizerConfig:
     lr: float = 3e-4
-    schedule: Literal["cosine", "constant"] = "cosine"
+    schedule: Literal["cosine", "constant", "wsd"] = "cosine"  # wsd: warmup, stable, then linear decay
     warmup_steps: int = 10
-    min_lr_ratio: float = 0.1  # cosine floor as a fraction of lr
+    min_lr_ratio: float = 0.1  # cosine floor / wsd end as a fraction of lr
+    decay_fraction: float = 0.2  # wsd: the last fraction of the steps decays linearly
     b1: float = 0.9
     b2: float = 0.95
     eps: float = 1e-8
     weight_decay: float = 0.1
     clip_norm: float = 1.0  # global-norm clipping; 0 disables
+
+    def validate(self) -> None:
+        if not 0.0 < self.decay_fraction <= 1.0:
+            raise ConfigError(f"train.optimizer.decay_fraction is a fraction in (0, 1], got {self.decay_fraction}")
 
 
 @dataclass(frozen=True, kw_only=True)

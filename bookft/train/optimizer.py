@@ -1,4 +1,4 @@
-"""AdamW with warmup + cosine (or constant) schedule, global-norm clipping, curriculum lr scales.
+"""AdamW with a warmup + cosine, constant or warmup-stable-decay schedule, clipping, curriculum lr scales.
 
 Master weights stay in the parameter dtype (fp32 by default) and compute runs in the model's
 compute dtype (bf16), so no separate master copy is needed. Gradient accumulation is done by the
@@ -33,6 +33,12 @@ def make_schedule(opt: OptimizerConfig, train: TrainConfig):
     if opt.schedule == "constant":
         base = optax.join_schedules(
             [optax.linear_schedule(0.0, opt.lr, max(warm, 1)), optax.constant_schedule(opt.lr)], [warm])
+    elif opt.schedule == "wsd":  # warmup-stable-decay (Hu et al. 2024, MiniCPM): the end settles the run
+        decay = max(1, round(total * opt.decay_fraction))
+        start = max(warm, total - decay)
+        base = optax.join_schedules(
+            [optax.linear_schedule(0.0, opt.lr, max(warm, 1)), optax.constant_schedule(opt.lr),
+             optax.linear_schedule(opt.lr, opt.lr * opt.min_lr_ratio, max(total - start, 1))], [warm, start])
     else:
         base = optax.warmup_cosine_decay_schedule(
             init_value=0.0, peak_value=opt.lr, warmup_steps=max(warm, 1), decay_steps=max(total, warm + 1),
