@@ -96,8 +96,8 @@ def _checkpoint_tokenizer(run_dir: Path, run_config) -> Path:
 def load_subject(checkpoint: str | None, model_dir: str | None, tokenizer: str | None, *, mesh=None):
     """(model, EvalTokenizer, model_config, run_config or None, info dict).
 
-    With a mesh, an HF folder is streamed tensor by tensor onto it with the train shardings; a
-    checkpoint is restored by load_params (uncommitted arrays) and placed later (SeqLayout.place).
+    An HF folder is streamed tensor by tensor onto `mesh` with the train shardings; a checkpoint
+    is restored by load_params straight onto `mesh`, or else onto the run's own mesh.
     """
     if bool(checkpoint) == bool(model_dir):
         raise EvalError("give exactly one of --checkpoint RUN_DIR or --model HF_DIR")
@@ -110,7 +110,17 @@ def load_subject(checkpoint: str | None, model_dir: str | None, tokenizer: str |
         run_dir = Path(checkpoint)
         if not run_dir.exists():
             raise EvalError(f"{run_dir}: checkpoint/run directory not found")
-        model, run_config = load_params(run_dir)
+        if mesh is None:  # the run's own mesh, so the checkpoint is restored straight onto it
+            from bookft.train.config import load_run_config
+
+            if (run_dir / "config.yaml").is_file():
+                saved = load_run_config(run_dir / "config.yaml")
+                if saved.parallel.cpu_devices:
+                    from bookft.parallel.mesh import ensure_cpu_devices
+
+                    ensure_cpu_devices(saved.parallel.cpu_devices)
+                mesh = build_mesh(saved)
+        model, run_config = load_params(run_dir, mesh=mesh)
         tok_path = Path(tokenizer) if tokenizer else _checkpoint_tokenizer(run_dir, run_config)
         return (model, EvalTokenizer.load(tok_path), run_config.model, run_config,
                 {"checkpoint": str(run_dir), "run": getattr(run_config, "name", "")})

@@ -119,11 +119,13 @@ def restore_params(run_dir: str | Path, abstract_params, step: int | None = None
     raise TrainError(f"{d}: no readable checkpoint ({'; '.join(errors)})")
 
 
-def load_params(path: str | Path, step: int | None = None):
+def load_params(path: str | Path, step: int | None = None, *, mesh=None):
     """(model, run_config) from a run directory (newest checkpoint) or RUN_DIR/checkpoints/STEP.
 
     Trainable parameters come from the checkpoint; frozen ones (base weights under LoRA) are
     rebuilt as training built them: from the run's HF folder, or the seeded initialisation.
+    With a `mesh` the checkpoint is restored straight into the training shardings on it (no device
+    ever holds a whole copy); without one, onto this host as uncommitted arrays.
     """
     from flax import nnx
 
@@ -147,11 +149,19 @@ def load_params(path: str | Path, step: int | None = None):
         ensure_cpu_devices(cfg.parallel.cpu_devices)
     filt = trainable_filter(cfg.model)
     _, abs_params, _ = nnx.split(abstract_model(cfg.model), filt, ...)
-    one = jax.sharding.SingleDeviceSharding(jax.devices()[0])  # restore onto this host, any topology
-    abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=one), abs_params)
-    got_step, params = restore_params(run_dir, abstract, step)
-    # uncommitted copies, so a jitted caller may place them on any mesh (eval's context-parallel forward)
-    params = jax.tree.map(lambda x: jax.numpy.asarray(np.asarray(x)), params)
+    if mesh is not None:
+        from bookft.train.step import state_shardings
+
+        shardings = state_shardings(abs_params, mesh)
+        abstract = jax.tree.map(lambda x, sh: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sh),
+                                abs_params, shardings)
+        got_step, params = restore_params(run_dir, abstract, step)
+    else:
+        one = jax.sharding.SingleDeviceSharding(jax.devices()[0])  # restore onto this host, any topology
+        abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=one), abs_params)
+        got_step, params = restore_params(run_dir, abstract, step)
+        # uncommitted copies, so a jitted caller may place them on any mesh
+        params = jax.tree.map(lambda x: jax.numpy.asarray(np.asarray(x)), params)
     if cfg.model.hf_path:
         model, _ = load_hf(cfg.model.hf_path, like=cfg.model)
     else:

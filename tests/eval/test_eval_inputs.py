@@ -129,7 +129,7 @@ def test_checkpoint_subject_against_the_train_contract(tmp_path, monkeypatch, bp
     (corpus / "current").symlink_to("versions/0001")
     bpe.tok.save(str(corpus / "versions" / "0001" / "tokenizer" / "tokenizer.json"))
     cfg = from_dict(RunConfig, {"name": "r1", "data": {"corpus": str(corpus)}})
-    monkeypatch.setattr(ckpt, "load_params", lambda d: ("MODEL", cfg), raising=False)
+    monkeypatch.setattr(ckpt, "load_params", lambda d, **kw: ("MODEL", cfg), raising=False)
     model, tok, model_config, run_config, info = load_subject(str(run_dir), None, None)
     assert model == "MODEL" and run_config is cfg and model_config is cfg.model
     assert tok.fingerprint == bpe.fingerprint and info == {"checkpoint": str(run_dir), "run": "r1"}

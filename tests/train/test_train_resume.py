@@ -174,6 +174,17 @@ def test_export_of_a_training_checkpoint_loads_in_transformers(tmp_path, config_
     model, _ = load_params(run)
     ids = np.random.default_rng(0).integers(0, 300, (1, 24))
     ours = forward_logits(model, ids)
+    # restored straight onto a mesh with the train shardings: same weights, no whole copy first
+    import jax
+
+    from bookft.parallel.config import ParallelConfig
+    from bookft.parallel.mesh import make_mesh
+
+    mesh = make_mesh(ParallelConfig(mesh={"data": 1, "fsdp": 2, "context": 2}), jax.devices()[:4])
+    placed, _ = load_params(run, mesh=mesh)
+    assert placed.embed[...].sharding.mesh.shape == mesh.shape
+    assert not placed.embed[...].sharding.is_fully_replicated
+    np.testing.assert_allclose(forward_logits(placed, ids), ours, rtol=1e-5, atol=1e-5)
     hf = transformers.AutoModelForCausalLM.from_pretrained(out).float().eval()
     with torch.no_grad():
         theirs = hf(torch.tensor(ids)).logits.numpy()
