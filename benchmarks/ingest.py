@@ -176,7 +176,7 @@ class MemoryProbe:
 def scale_pack_write(n_tokens: float, seq_len: int, work: Path) -> dict:
     """Pack and write a synthetic corpus of `n_tokens` tokens (tokens on disk, memory-mapped) through the
     same streaming code as a build; peak RSS shows memory does not grow with the corpus."""
-    from bookft.corpus.store import staging_dir
+    from bookft.corpus.store import FlatFile, staging_dir
     from bookft.corpus.writer import write_version
     from bookft.ingest.build import NullProgress
     from bookft.ingest.documents import Document
@@ -191,7 +191,7 @@ def scale_pack_write(n_tokens: float, seq_len: int, work: Path) -> dict:
     with open(tok_file, "wb") as f:
         for n in lengths:
             f.write(rng.integers(2, 8000, size=int(n), dtype=np.int32).tobytes())
-    tokens = np.memmap(tok_file, dtype=np.int32, mode="r")
+    tokens = FlatFile(tok_file, np.int32)  # as in build_corpus: read by slices, never resident
     t = time.perf_counter()
     plan = pack(lengths.tolist(), colls.tolist(), seq_len,
                 boundaries=lambda d: np.arange(300, lengths[d], 300), slack=int(0.005 * seq_len))
@@ -327,6 +327,9 @@ def main() -> None:
         tab.add_row(f"  {ph}: RSS (anon) / worker MiB", f"{v['main_rss']} ({v['main_anon']}) / {v['worker_rss']}", "")
     con.print(tab)
     dst.parent.mkdir(parents=True, exist_ok=True)
+    old = json.loads(dst.read_text()) if dst.is_file() else {}
+    if "scale" in old:  # the --scale-tokens run's section stays
+        res["scale"] = old["scale"]
     dst.write_text(json.dumps(res, indent=1) + "\n")
     con.print(f"wrote {dst}")
     if not args.keep:
