@@ -14,7 +14,10 @@ Design choices:
   could ask about a fact the row does not hold; and a stage draws only the sequences whose
   examples fit its rows (`Batches.eligible`), so its steps are not spent on such rows.
 - The zig-zag load-balance order (bookft.attention.load_balance) is applied here once, to every
-  array together, when the attention strategy is causal and sequence-parallel.
+  array together, when the attention strategy is causal and sequence-parallel. Before it, each row's
+  documents are arranged (bookft.attention.balance.arrange_documents: a token permutation that keeps
+  every document's token order, plus renumbered segment ids) so that zig-zag balances packed rows
+  too; each token's output and the loss are unchanged. Evaluation and prefill do not use this path.
 - Each host builds only the rows its devices hold (jax.make_array_from_callback asks per device).
 """
 
@@ -105,7 +108,8 @@ class Batches:
     """Deterministic global batches from a corpus (see module docstring)."""
 
     def __init__(self, corpus, *, batch_size: int, seed: int, shuffle: bool = True,
-                 load_balance_cp: int = 1, grad_accum: int = 1):
+                 load_balance_cp: int = 1, grad_accum: int = 1, arrange_documents: bool = True,
+                 balance_block: int = 512):
         if len(corpus) == 0:
             raise TrainError(f"{corpus.path}: the corpus has no sequences")
         self.corpus = corpus
@@ -113,6 +117,8 @@ class Batches:
         self.seed = seed
         self.shuffle = shuffle
         self.cp = load_balance_cp
+        self.arrange = arrange_documents  # only when cp > 1; see the module docstring
+        self.balance_block = balance_block  # the attention kernel's skip granularity (xla: block_kv)
         self.grad_accum = grad_accum
         self._perm_cache: dict[tuple[int, int], np.ndarray] = {}
         self._targeted: np.ndarray | None = None
@@ -159,7 +165,7 @@ class Batches:
 
     def rows_for_step(self, step: int, row_len: int, row_ids=None) -> dict[str, np.ndarray]:
         """Numpy rows [n, row_len] of step `step` (all rows, or just `row_ids`)."""
-        from bookft.attention.balance import load_balance
+        from bookft.attention.balance import arrange_documents, load_balance
 
         per_seq = self.corpus.seq_len // row_len
         rows = range(self.batch_size * per_seq) if row_ids is None else row_ids
@@ -174,6 +180,9 @@ class Batches:
             row = {f: seq[f][part * row_len:(part + 1) * row_len] for f in FIELDS}
             if part:
                 row = drop_cut_example(row)
+            if self.cp > 1 and self.arrange:  # load balance of packed documents (bookft.attention.balance)
+                order, new_ids = arrange_documents(row["segment_ids"], self.cp, block=self.balance_block)
+                row = {f: new_ids if f == "segment_ids" else x[order] for f, x in row.items()}
             for f in FIELDS:
                 x = row[f]
                 out[f].append(load_balance(x, self.cp, axis=0) if self.cp > 1 else x)

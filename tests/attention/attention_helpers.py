@@ -12,30 +12,31 @@ FAST = {"xla_backend_optimization_level": 0}  # CPU compile time dominates these
 
 
 def oracle(q, k, v, seg, do, causal=True):
-    """float64 dense attention and its vjp: -> o, dq, dk, dv (natural order, [B,S,H,D])."""
+    """float64 dense attention and its vjp: -> o, dq, dk, dv (natural order, [B,S,H,D]).
+    One (row, head) at a time, so S = 2048 stays small in memory."""
     q, k, v, do = (np.asarray(x, np.float64) for x in (q, k, v, do))
     B, S, Hq, D = q.shape
     G = Hq // k.shape[2]
-    kr, vr = np.repeat(k, G, axis=2), np.repeat(v, G, axis=2)
     scale = D**-0.5
-    s = np.einsum("bqhd,bkhd->bhqk", q, kr) * scale
-    mask = seg[:, None, :, None] == seg[:, None, None, :]
-    if causal:
-        mask = mask & np.tril(np.ones((S, S), bool))[None, None]
-    s = np.where(mask, s, -np.inf)
-    p = np.exp(s - s.max(-1, keepdims=True))
-    p /= p.sum(-1, keepdims=True)
-    o = np.einsum("bhqk,bkhd->bqhd", p, vr)
-    dv = np.einsum("bhqk,bqhd->bkhd", p, do)
-    dp = np.einsum("bqhd,bkhd->bhqk", do, vr)
-    ds = p * (dp - (dp * p).sum(-1, keepdims=True))
-    dq = np.einsum("bhqk,bkhd->bqhd", ds, kr) * scale
-    dk = np.einsum("bhqk,bqhd->bkhd", ds, q) * scale
-
-    def fold(x):  # sum the G q heads that share each kv head
-        return x.reshape(B, S, -1, G, D).sum(3)
-
-    return o, dq, fold(dk), fold(dv)
+    o, dq = np.zeros_like(q), np.zeros_like(q)
+    dk, dv = np.zeros_like(k), np.zeros_like(v)
+    tri = np.tril(np.ones((S, S), bool))
+    for b in range(B):
+        mask = seg[b][:, None] == seg[b][None, :]
+        if causal:
+            mask &= tri
+        for h in range(Hq):
+            qh, kh, vh, doh = q[b, :, h], k[b, :, h // G], v[b, :, h // G], do[b, :, h]
+            s = np.where(mask, qh @ kh.T * scale, -np.inf)
+            p = np.exp(s - s.max(-1, keepdims=True))
+            p /= p.sum(-1, keepdims=True)
+            o[b, :, h] = p @ vh
+            dp = doh @ vh.T
+            ds = p * (dp - (dp * p).sum(-1, keepdims=True))
+            dq[b, :, h] = ds @ kh * scale
+            dk[b, :, h // G] += ds.T @ qh * scale  # the G q heads of a kv head add up
+            dv[b, :, h // G] += p.T @ doh
+    return o, dq, dk, dv
 
 
 def inputs(seed, B, S, Hq, Hkv, D):

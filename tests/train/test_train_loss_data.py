@@ -122,6 +122,51 @@ def test_batches_sharded_equals_numpy():
         np.testing.assert_array_equal(np.asarray(got[f]), ref[f])
 
 
+class BooksCorpus(FakeCorpus):
+    """Rows of packed documents of very different lengths, and padding at the end."""
+
+    def sequence(self, i):
+        lens = [70, 9, 33, 100, 20][i % 2:] + [0]
+        lens[-1] = self.seq_len - sum(lens[:-1])
+        seg = np.repeat(np.arange(1, len(lens) + 1), lens).astype(np.int32)
+        seg[seg == len(lens)] = 0  # the tail is padding
+        pos = np.concatenate([np.arange(n) for n in lens]).astype(np.int32)
+        ids = np.arange(self.seq_len) + 1000 * i  # unique: identifies each token
+        return {"input_ids": ids.astype(np.int32), "segment_ids": seg, "positions": pos,
+                "loss_weights": np.ones(self.seq_len, np.float32)}
+
+
+def test_batches_arrange_documents_for_load_balance():
+    """cp > 1: rows are document-arranged then zig-zagged; every document keeps its tokens, targets,
+    weights and positions in order, and the per-device causal work is balanced."""
+    from bookft.attention.balance import unbalance
+
+    c = BooksCorpus(seq_len=256)
+    plain = Batches(c, batch_size=2, seed=0, shuffle=False).global_batch(0, 256)
+    for arrange in (True, False):
+        got = Batches(c, batch_size=2, seed=0, shuffle=False, load_balance_cp=4, balance_block=1,
+                      arrange_documents=arrange).global_batch(0, 256)
+        nat = {f: unbalance(v.reshape(2, 256), 4) for f, v in got.items()}
+        for r in range(2):
+            ref = {f: v.reshape(2, 256)[r] for f, v in plain.items()}
+            for d in np.unique(ref["segment_ids"][ref["segment_ids"] > 0]):
+                doc = ref["segment_ids"] == d
+                new = np.unique(nat["segment_ids"][r][np.isin(nat["input_ids"][r], ref["input_ids"][doc])])
+                assert len(new) == 1  # one document, one id
+                mine = nat["segment_ids"][r] == new[0]
+                for f in ("input_ids", "targets", "weights", "positions"):
+                    np.testing.assert_array_equal(nat[f][r][mine], ref[f][doc])
+            assert nat["weights"][r].sum() == ref["weights"].sum()
+            # causal work per device (tokens x same-document earlier tokens), zig-zag chunks r, 7-r
+            seg = nat["segment_ids"][r]
+            cost = np.array([(seg[:t + 1] == seg[t]).sum() for t in range(256)]).reshape(8, 32).sum(1)
+            dev = cost[:4] + cost[::-1][:4]
+            if arrange:
+                assert dev.max() / dev.mean() < 1.05, dev
+            else:
+                assert dev.max() / dev.mean() > 1.1, dev  # what zig-zag alone leaves
+
+
 def test_mesh_sizes():
     assert resolve_axis_sizes({"data": 1, "fsdp": -1, "context": 2}, 8) == {"data": 1, "fsdp": 4, "context": 2}
     with pytest.raises(ConfigError, match="3 devices, but 8"):
