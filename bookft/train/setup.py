@@ -151,7 +151,7 @@ class Trainer:
         balance = self.cp if (cfg.attention.load_balance and self.strategy != "local" and self.cp > 1) else 1
         self.batches = Batches(self.corpus, batch_size=cfg.data.batch_size, seed=cfg.data.seed,
                                shuffle=cfg.data.shuffle, load_balance_cp=balance,
-                               grad_accum=cfg.train.grad_accum)
+                               grad_accum=cfg.train.grad_accum, balance_block=balance_block(cfg))
         lens = {stage_len(cfg, s, self.corpus.seq_len) for s in range(max(cfg.train.steps, 1))}
         for n in sorted(lens):
             check_seq_len(cfg, self.mesh, n, self.strategy)
@@ -243,6 +243,16 @@ class Trainer:
         finally:
             log.close()
             self.ckpt.close()
+
+
+def balance_block(cfg: RunConfig) -> int:
+    """The attention kernel's block-skip granularity, which document arrangement aligns pieces to:
+    the xla kernel skips KV blocks of block_kv; splash skips the engine's sub-chunks."""
+    if cfg.attention.kernel == "splash":
+        from bookft.attention.common import MAX_CHUNK
+
+        return MAX_CHUNK
+    return cfg.attention.block_kv
 
 
 def _with_shardings(abstract, shardings):
