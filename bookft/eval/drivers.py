@@ -25,6 +25,7 @@ import numpy as np
 
 from bookft.errors import EvalError
 from bookft.eval.layout import SeqLayout, context_degree
+from bookft.parallel.distributed import to_host
 
 __all__ = ["attention_and_layout", "check_model", "context_degree", "make_attend", "model_generate_fn",
            "model_logits_fn", "position_limit"]
@@ -89,7 +90,7 @@ def model_logits_fn(model, *, attend=None, tail: int = 512, layout: SeqLayout | 
         window = layout.stored_index(s)[start:start + t]
         with layout.rules():
             out = fwd(state, *layout.arrange(ids, pos, seg), jnp.asarray(window))
-        return np.asarray(out, dtype=np.float32)[:b], start
+        return to_host(out, np.float32)[:b], start
 
     logits_fn.jitted = fwd  # for tests and benchmarks: one compiled program per bucket
     return logits_fn

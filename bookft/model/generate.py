@@ -39,6 +39,7 @@ from bookft.model import short_conv
 from bookft.model.axes import constrain
 from bookft.model.decoder import Decoder
 from bookft.model.rope import rope_cos_sin
+from bookft.parallel.distributed import to_host
 
 
 def _reference_copy(model: Decoder) -> Decoder:
@@ -202,7 +203,7 @@ def decode_greedy(model: Decoder, logits, cache: KVCache, lengths, max_new_token
     done = np.zeros(b, bool)
     out = []
     for i in range(max_new_tokens):
-        token = np.asarray(jnp.argmax(logits, axis=-1)).astype(np.int32)
+        token = to_host(jnp.argmax(logits, axis=-1)).astype(np.int32)  # every host: the same tokens
         if eos_id is not None:
             token = np.where(done, eos_id, token)
             done |= token == eos_id
