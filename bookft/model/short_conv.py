@@ -67,16 +67,3 @@ def step_taps(token: jax.Array, history: jax.Array) -> jax.Array:
     none) -> taps [W, B, 1]."""
     taps = jnp.concatenate([token[:, None], history[:, ::-1]], axis=1)  # [B, W]: k = 0, 1, ...
     return jnp.moveaxis(taps, 1, 0)[:, :, None]
-
-
-def prompt_history(ids, lengths, width: int):
-    """numpy ids [B,S] (plain order, right-padded) and lengths [B] -> [B, W-1] last ids, -1 padded."""
-    import numpy as np
-
-    ids = np.asarray(ids)
-    out = np.full((ids.shape[0], max(width - 1, 0)), -1, np.int32)
-    for r, n in enumerate(np.asarray(lengths)):
-        take = ids[r, max(0, n - (width - 1)):n]
-        if len(take):
-            out[r, out.shape[1] - len(take):] = take
-    return out

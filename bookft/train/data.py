@@ -56,6 +56,13 @@ def shift_targets(seq: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     }
 
 
+def _uneven(w: np.ndarray) -> bool:
+    """A document's weights mark targeted supervision (a synthesized example's answers) when its
+    nonzero weights differ."""
+    live = w[w > 0]
+    return bool(live.size and live.max() > live.min())
+
+
 def drop_cut_example(row: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """A row cut from a longer corpus sequence may start inside a document. When that document's
     targets carry uneven loss weights (a synthesized retrieval example: weight on its answers),
@@ -65,9 +72,7 @@ def drop_cut_example(row: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     if seg[0] == 0 or pos[0] == 0:
         return row
     end = int(np.argmax(seg != seg[0])) if (seg != seg[0]).any() else len(seg)
-    w = row["weights"][:end]
-    live = w[w > 0]
-    if live.size and live.max() > live.min():
+    if _uneven(row["weights"][:end]):
         row = dict(row)
         row["weights"] = row["weights"].copy()
         row["weights"][:end] = 0.0
@@ -85,8 +90,7 @@ def fitting_row_len(seq: dict[str, np.ndarray]) -> int:
     spans = []
     for d in np.unique(seg[seg > 0]):
         at = np.flatnonzero(seg == d)
-        live = w[at][w[at] > 0]
-        if live.size and live.max() > live.min():
+        if _uneven(w[at]):
             spans.append((int(at[0]), int(at[-1])))
     if not spans:
         return 0

@@ -57,7 +57,12 @@ def test_short_conv_decode_history_matches_full_sequence():
     ids = np.array([[3, 9, 4, 4, 7, 1, 8]], np.int32)
     seg = jnp.ones((1, 7), jnp.int32)
     taps_full = np.asarray(short_conv.earlier_ids(jnp.asarray(ids), jnp.arange(7)[None], seg, 4))
-    hist = short_conv.prompt_history(ids[:, :6], np.array([6]), 4)  # the last token is "decoded"
+    from bookft.model.generate import _conv_history
+
+    model = init_model(ModelConfig(vocab_size=16, hidden_size=8, intermediate_size=16, num_heads=2,
+                                   num_kv_heads=2, short_conv=4))
+    pos, seg = np.arange(6)[None], np.ones((1, 6), np.int32)
+    hist = _conv_history(model, ids[:, :6], pos, seg, np.array([5]))  # the last token is "decoded"
     step = np.asarray(short_conv.step_taps(jnp.asarray(ids[:, 6]), jnp.asarray(hist)))
     np.testing.assert_array_equal(step[:, 0, 0], taps_full[:, 0, 6])
 
