@@ -114,12 +114,7 @@ def load_subject(checkpoint: str | None, model_dir: str | None, tokenizer: str |
             from bookft.train.config import load_run_config
 
             if (run_dir / "config.yaml").is_file():
-                saved = load_run_config(run_dir / "config.yaml")
-                if saved.parallel.cpu_devices:
-                    from bookft.parallel.mesh import ensure_cpu_devices
-
-                    ensure_cpu_devices(saved.parallel.cpu_devices)
-                mesh = build_mesh(saved)
+                mesh = build_mesh(load_run_config(run_dir / "config.yaml"))
         model, run_config = load_params(run_dir, mesh=mesh)
         tok_path = Path(tokenizer) if tokenizer else _checkpoint_tokenizer(run_dir, run_config)
         return (model, EvalTokenizer.load(tok_path), run_config.model, run_config,
@@ -147,9 +142,11 @@ def build_mesh(run_config):
     if run_config is None or context_degree_of(run_config) <= 1:
         return None
     try:
-        from bookft.parallel.mesh import make_mesh
+        from bookft.parallel.mesh import ensure_cpu_devices, make_mesh
     except ImportError:
         raise EvalError("a context mesh is configured but bookft.parallel.make_mesh is missing") from None
+    if run_config.parallel.cpu_devices:
+        ensure_cpu_devices(run_config.parallel.cpu_devices)  # before jax starts its backend
     import jax
 
     n = len(jax.devices())
@@ -164,10 +161,6 @@ def evaluate(*, checkpoint: str | None, model_dir: str | None, tokenizer: str | 
     """Load the subject and settings, run the grid, write the report, print the summary."""
     console = console or Console()
     file_run_config = _run_config(config, overrides)
-    if file_run_config is not None and file_run_config.parallel.cpu_devices:
-        from bookft.parallel.mesh import ensure_cpu_devices
-
-        ensure_cpu_devices(file_run_config.parallel.cpu_devices)  # before jax starts its backend
     mesh = build_mesh(file_run_config)
     model, tok, model_config, run_config, info = load_subject(checkpoint, model_dir, tokenizer, mesh=mesh)
     run_config = file_run_config or run_config
