@@ -28,63 +28,80 @@ def main() -> None:
     ap.add_argument("--config", default="configs/llama-3.1-8b-v5p-1m.yaml")
     ap.add_argument("--topologies", default="v5p-128,v5p-512")
     ap.add_argument("--strategies", default="ring,usp")
-    ap.add_argument("--remats", default="full")
+    ap.add_argument("--remats", default="offload_input")
     ap.add_argument("--seq-lens", default="1048576,4194304")
     ap.add_argument("--max-seq-len", action="store_true")
+    ap.add_argument("--start", type=int, default=1 << 20, help="--max-seq-len: first length tried")
     ap.add_argument("--set", action="append", default=[], help="config override key=value (repeatable)")
     a = ap.parse_args()
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     from rich.console import Console
     from rich.table import Table
 
-    from bookft.plan.planner import max_seq_len, plan_fast
+    from bookft.plan.planner import max_seq_len
+    from bookft.plan.record import cell_key, reusable, timed_plan
     from bookft.plan.topology import parse_topology, topology_devices
     from bookft.train.config import load_run_config
 
     cfg = load_run_config(a.config, a.set)
     result = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {"cells": [], "max_seq_len": []}
     result["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(), "load_avg": os.getloadavg()[0]}
-    key = lambda c: (c["topology"], c["seq_len"], c["strategy"], c["remat"])  # noqa: E731
-    cells = {key(c): c for c in result.get("cells", [])}
-    table = Table(title=f"bookft plan: {cfg.name}")
-    for c in ("topology", "seq_len", "strategy", "remat", "fits", "peak GiB", "MaxText GiB", "temp GiB", "compile s"):
-        table.add_column(c)
+    cells = {cell_key(c): c for c in result.get("cells", [])}
+
+    def save():
+        result["cells"] = list(cells.values())
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps(result, indent=1))
+
+    def key(topo, n, s, r):
+        return cfg.name, topo.libtpu_name, n, s, r, cfg.model.mlp_chunk, cfg.train.loss_chunk
+
+    def run_cell(topo, devices, n, s, r):
+        """A recorded cell of the same program, or a new compile recorded at once (resumable)."""
+        old = reusable(cells.values(), key(topo, n, s, r))
+        if old is not None:
+            return None, old
+        res, cell = timed_plan(cfg, topo, devices, seq_len=n, strategy=s, remat=r, overrides=a.set)
+        cell["maxtext_gib"] = MAXTEXT.get((s, n)) if topo.chips == 64 else None
+        print(cell, flush=True)
+        cells[cell_key(cell)] = cell
+        save()
+        return res, cell
+
     for tname in a.topologies.split(","):
         topo = parse_topology(tname)
         devices = topology_devices(topo)
         for s in a.strategies.split(","):
             for r in a.remats.split(","):
-                if a.max_seq_len:
-                    t0 = time.perf_counter()
-                    best, tried = max_seq_len(cfg, topo, strategy=s, remat=r, start=1 << 20, devices=devices)
-                    row = {"topology": topo.libtpu_name, "strategy": s, "remat": r, "max_seq_len": best,
-                           "tried": [(x.seq_len, x.fits, x.as_dict().get("peak_gib")) for x in tried],
-                           "wall_s": time.perf_counter() - t0, "overrides": a.set}
-                    print(row, flush=True)
-                    result.setdefault("max_seq_len", []).append(row)
+                if not a.max_seq_len:
+                    for n in (int(x) for x in a.seq_lens.split(",")):
+                        run_cell(topo, devices, n, s, r)
                     continue
-                for n in (int(x) for x in a.seq_lens.split(",")):
-                    res = plan_fast(cfg, topo, devices, seq_len=n, strategy=s, remat=r)
-                    d = res.as_dict()
-                    cell = {"topology": topo.libtpu_name, "seq_len": n, "strategy": s, "remat": r, "fits": res.fits,
-                            "peak_gib": d.get("peak_gib"), "temp_gib": d.get("temp_gib"),
-                            "params_gib": d.get("params_gib"), "opt_state_gib": d.get("opt_state_gib"),
-                            "compile_s": res.compile_s, "error": res.error, "loss_chunk": cfg.train.loss_chunk,
-                            "overrides": a.set, "load_avg": os.getloadavg()[0],
-                            "maxtext_gib": MAXTEXT.get((s, n)) if topo.chips == 64 else None}
-                    print(cell, flush=True)
-                    cells[key(cell)] = cell
-                    result["cells"] = list(cells.values())
-                    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-                    RESULTS.write_text(json.dumps(result, indent=1))
+                # lengths this program was already planned at (same code and knobs): not recompiled
+                known = {c["seq_len"]: c["fits"] for c in cells.values()
+                         if reusable([c], key(topo, c["seq_len"], s, r)) is c}
+                t0 = time.perf_counter()
+                best, tried = max_seq_len(cfg, topo, strategy=s, remat=r, start=a.start, devices=devices, known=known,
+                                          evaluate=lambda n, t=topo, d=devices, s=s, r=r: run_cell(t, d, n, s, r)[0])
+                row = {"topology": topo.libtpu_name, "strategy": s, "remat": r, "config": cfg.name,
+                       "mlp_chunk": cfg.model.mlp_chunk, "loss_chunk": cfg.train.loss_chunk, "max_seq_len": best,
+                       "start": a.start, "known": sorted(known.items()),
+                       "tried": [(x.seq_len, x.fits, x.as_dict().get("peak_gib"), x.error) for x in tried],
+                       "wall_s": time.perf_counter() - t0, "overrides": a.set}
+                print(row, flush=True)
+                result.setdefault("max_seq_len", []).append(row)
+                save()
+    table = Table(title=f"bookft plan: {cfg.name}")
+    for c in ("topology", "seq_len", "strategy", "remat", "fits", "peak GiB", "MaxText GiB", "temp GiB", "compile s",
+              "CPU s"):
+        table.add_column(c)
+    num = lambda x, f: "-" if x is None else format(x, f)  # noqa: E731
     for c in result.get("cells", []):
         table.add_row(c["topology"], f"{c['seq_len']:,}", c["strategy"], c["remat"], str(c["fits"]),
-                      "-" if c["peak_gib"] is None else f"{c['peak_gib']:.1f}",
-                      "-" if c.get("maxtext_gib") is None else f"{c['maxtext_gib']:.1f}",
-                      "-" if c["temp_gib"] is None else f"{c['temp_gib']:.1f}",
-                      "-" if c["compile_s"] is None else f"{c['compile_s']:.0f}")
+                      num(c["peak_gib"], ".1f"), num(c.get("maxtext_gib"), ".1f"), num(c["temp_gib"], ".1f"),
+                      num(c["compile_s"], ".0f"), num(c.get("cpu_s"), ".0f"))
     Console().print(table)
-    RESULTS.write_text(json.dumps(result, indent=1))
+    save()
 
 
 if __name__ == "__main__":

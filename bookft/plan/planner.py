@@ -81,10 +81,14 @@ def rank(results: list[PlanResult]) -> list[PlanResult]:
 
 
 def max_seq_len(cfg: RunConfig, topo: Topology, *, strategy: str, remat: str, start: int = 8192,
-                limit: int = 1 << 26, devices=None, on_try=None) -> tuple[int | None, list[PlanResult]]:
+                limit: int = 1 << 26, devices=None, on_try=None, known=None,
+                evaluate=None) -> tuple[int | None, list[PlanResult]]:
     """Largest sequence that fits: doubling from `start`, then bisection down to 1/8 of the last step.
 
-    Lengths are kept multiples of what the strategy needs (2 x context x block)."""
+    Lengths are kept multiples of what the strategy needs (2 x context x block). `known` maps
+    lengths already planned (same program) to whether they fit, so a resumed search compiles only
+    new lengths; `evaluate(n) -> PlanResult` replaces `plan_fast` (a benchmark that times and
+    records each compile)."""
     devices = devices or topology_devices(topo)
     sizes = mesh_for(cfg, strategy, len(devices))
     cp = sizes.get("context", 1) * sizes.get("context_ulysses", 1)
@@ -92,7 +96,10 @@ def max_seq_len(cfg: RunConfig, topo: Topology, *, strategy: str, remat: str, st
     tried: list[PlanResult] = []
 
     def fits(n: int) -> bool:
-        r = plan_fast(cfg, topo, devices, seq_len=n, strategy=strategy, remat=remat)
+        if known and n in known:
+            return known[n]
+        r = (evaluate(n) if evaluate else
+             plan_fast(cfg, topo, devices, seq_len=n, strategy=strategy, remat=remat))
         tried.append(r)
         if on_try:
             on_try(r)

@@ -81,3 +81,24 @@ def test_offloaded_layer_inputs_beyond_host_memory_refused_without_compiling():
     # 32 layers x 32M tokens / 64 chips x 4096 x bf16 = 128 GiB of layer inputs per chip
     r = plan_fast(cfg, topo, None, seq_len=2**25, strategy="ring", remat="offload_input")
     assert not r.fits and "128 GiB of host memory per chip" in r.error and "not compiled" in r.error
+
+
+def test_max_seq_len_search_uses_known_lengths_and_compiles_only_new_ones():
+    from bookft.plan.build import PlanResult
+    from bookft.plan.planner import max_seq_len
+
+    cfg = load_run_config("configs/llama-3.1-8b-v5p-1m.yaml")
+    topo = parse_topology("v5p-128")
+    limit = 27 * 2**20  # pretend everything up to 27M tokens fits
+    compiled = []
+
+    def evaluate(n):
+        compiled.append(n)
+        return PlanResult(strategy="ring", remat="offload_input", seq_len=n, topology=topo.libtpu_name, n_devices=64,
+                          mesh={}, fits=n <= limit, capacity_bytes=topo.hbm_per_device)
+
+    best, tried = max_seq_len(cfg, topo, strategy="ring", remat="offload_input", start=2**24, devices=[None] * 64,
+                              known={2**24: True}, evaluate=evaluate)
+    # 16M known; 32M, 24M, 28M, 26M tried (bisection stops at 1/8 of 16M = 2M, unit 2 x 64 x 512)
+    assert compiled == [2**25, 24 * 2**20, 28 * 2**20, 26 * 2**20]
+    assert best == 26 * 2**20 and [t.seq_len for t in tried] == compiled
