@@ -28,13 +28,13 @@ def validate(spec: Spec) -> None:
     require_axes(spec, (spec.context_axis,))
 
 
-def apply(spec: Spec, q, k, v, segment_ids):
+def apply(spec: Spec, q, k, v, segment_ids, window: int = 0):
     axis = spec.context_axis
     cp = spec.size(axis)
     check_inputs(spec, q, k, v, segment_ids, cp)
     sub, chunk = chunking(spec, q.shape[1], cp)
     table = shard_chunk_ids(cp, spec.load_balanced, sub)  # [cp, 2*sub]
-    core = local_core(spec.kernel, spec.causal, chunk)
+    core = local_core(spec.kernel, spec.causal, chunk, window)
 
     def body(q, k, v, seg):  # q/k/v [b, S/cp, H, D], seg [b, S/cp]
         r = lax.axis_index(axis)

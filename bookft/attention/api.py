@@ -1,6 +1,6 @@
 """make_attention: choose a context-parallel strategy and a local kernel; return `attend`.
 
-`attend(q [B,S,Hq,D], k [B,S,Hkv,D], v, segment_ids [B,S], positions [B,S]) -> [B,S,Hq,D]` is what
+`attend(q [B,S,Hq,D], k [B,S,Hkv,D], v, segment_ids [B,S], positions [B,S], window=0) -> [B,S,Hq,D]` is what
 the model calls (inside jit; the model knows nothing of meshes). Inputs are global arrays sharded
 along S over the context axis (usp: over (context, context_ulysses)) and along B over the batch axes
 present in the mesh, in stored order (zig-zag when load_balanced). attend scales q by 1/sqrt(D)
@@ -82,9 +82,10 @@ def make_attention(
     module = STRATEGIES[strategy]
     module.validate(spec)
 
-    def attend(q, k, v, segment_ids=None, positions=None):
+    def attend(q, k, v, segment_ids=None, positions=None, window: int = 0):
+        """window W > 0 (static): sliding-window layer, keys at most W - 1 tokens back."""
         del positions  # the mask is causal in global order + same segment; see module docstring
-        return module.apply(spec, q, k, v, segment_ids)
+        return module.apply(spec, q, k, v, segment_ids, int(window or 0))
 
     attend.spec = spec
     return attend

@@ -11,6 +11,9 @@ Design choices:
   the same pairs with the global o and lse, accumulating dq locally and dk/dv per kv chunk.
 - Loops are lax.scan (outer over kv chunks, inner over q chunks) so the program size does not grow
   with the number of chunks. Memory: O(local q + local kv) plus one pair's kernel temporaries.
+- Sliding window (static `window` W > 0, causal only): a pair whose nearest tokens are W or more
+  apart is skipped like a pair above the diagonal; the kernel gets the pair's global offset
+  (qid - kid) * c and masks inside it, so every strategy and layout gets windows for free.
 - `local_core` wraps the engine in a custom_vjp for strategies whose kv is already on the device
   (local, allgather after its all-gather, ulysses after its all-to-all); ring has its own core.
 """
@@ -32,13 +35,27 @@ def _seg_ranges(seg, n, c):  # [B, n*c] -> lo [B, n], hi [B, n]
     return s.min(-1), s.max(-1)
 
 
-def _relation(qid, kid, qlo, qhi, klo, khi, causal: bool):
+def _relation(qid, kid, qlo, qhi, klo, khi, causal: bool, c: int = 0, window: int = 0):
     overlap = jnp.any((klo <= qhi) & (qlo <= khi))
     if causal:
         rel = jnp.where(kid > qid, SKIP, jnp.where(kid == qid, DIAG, FULL))
+        if window:  # nearest (query, key) of the pair: the kv chunk's last token vs the q chunk's first
+            rel = jnp.where((qid - kid) * c - (c - 1) >= window, SKIP, rel)
     else:
         rel = jnp.asarray(FULL)
     return jnp.where(overlap, rel, SKIP).astype(jnp.int32)
+
+
+def _window_kw(qid, kid, c: int, window: int) -> dict:
+    """Kernel keywords for a sliding window: the pair's global offset (traced) and W; none without."""
+    return {"offset": (qid - kid) * c, "window": window} if window else {}
+
+
+def check_window(causal: bool, window: int) -> None:
+    if window and not causal:
+        from bookft.errors import AttentionError
+
+        raise AttentionError(f"a sliding window ({window}) needs causal attention")
 
 
 def _diag(rel, causal: bool):
@@ -63,7 +80,7 @@ def _put(x, u, i, c, axis):
     return lax.dynamic_update_slice_in_dim(x, u, i * c, axis=axis)
 
 
-def accumulate_fwd(kernel, causal, c, q, qseg, qids, k, v, kseg, kids, o_acc, lse_acc):
+def accumulate_fwd(kernel, causal, c, q, qseg, qids, k, v, kseg, kids, o_acc, lse_acc, window: int = 0):
     """Merge attention of q chunks (ids qids [nq]) over kv chunks (ids kids [nk]) into (o, lse)."""
     nq, nk = q.shape[1] // c, k.shape[1] // c
     qlo, qhi = _seg_ranges(qseg, nq, c)
@@ -78,10 +95,11 @@ def accumulate_fwd(kernel, causal, c, q, qseg, qids, k, v, kseg, kids, o_acc, ls
             oi, li = _dyn(o_acc, i, c, 1), _dyn(lse_acc, i, c, 2)
 
             def run(_):
-                o_p, l_p = kernel.fwd(qi, kj, vj, qsi, ksj, causal=_diag(rel, causal))
+                o_p, l_p = kernel.fwd(qi, kj, vj, qsi, ksj, causal=_diag(rel, causal),
+                                      **_window_kw(qids[i], kids[j], c, window))
                 return merge(oi, li, o_p, l_p)
 
-            rel = _relation(qids[i], kids[j], qlo[:, i], qhi[:, i], klo[:, j], khi[:, j], causal)
+            rel = _relation(qids[i], kids[j], qlo[:, i], qhi[:, i], klo[:, j], khi[:, j], causal, c, window)
             oi, li = lax.cond(rel != SKIP, run, lambda _: (oi, li), None)
             return (_put(o_acc, oi, i, c, 1), _put(lse_acc, li, i, c, 2)), None
 
@@ -92,7 +110,7 @@ def accumulate_fwd(kernel, causal, c, q, qseg, qids, k, v, kseg, kids, o_acc, ls
     return o_acc, lse_acc
 
 
-def accumulate_bwd(kernel, causal, c, q, qseg, qids, k, v, kseg, kids, o, lse, do, dq_acc):
+def accumulate_bwd(kernel, causal, c, q, qseg, qids, k, v, kseg, kids, o, lse, do, dq_acc, window: int = 0):
     """Backward of accumulate_fwd given global o/lse: -> dq_acc (+=), dk, dv [B, nk*c, Hkv, D] f32."""
     nq, nk = q.shape[1] // c, k.shape[1] // c
     qlo, qhi = _seg_ranges(qseg, nq, c)
@@ -109,10 +127,11 @@ def accumulate_bwd(kernel, causal, c, q, qseg, qids, k, v, kseg, kids, o, lse, d
             dqi = _dyn(dq_acc, i, c, 1)
 
             def run(_):
-                g_q, g_k, g_v = kernel.bwd(qi, kj, vj, qsi, ksj, oi, li, doi, causal=_diag(rel, causal))
+                g_q, g_k, g_v = kernel.bwd(qi, kj, vj, qsi, ksj, oi, li, doi, causal=_diag(rel, causal),
+                                           **_window_kw(qids[i], kids[j], c, window))
                 return dqi + g_q, dk + g_k, dv + g_v
 
-            rel = _relation(qids[i], kids[j], qlo[:, i], qhi[:, i], klo[:, j], khi[:, j], causal)
+            rel = _relation(qids[i], kids[j], qlo[:, i], qhi[:, i], klo[:, j], khi[:, j], causal, c, window)
             dqi, dk, dv = lax.cond(rel != SKIP, run, lambda _: (dqi, dk, dv), None)
             return (_put(dq_acc, dqi, i, c, 1), dk, dv), None
 
@@ -131,22 +150,23 @@ def init_acc(q):
     return jnp.zeros(q.shape, F32), jnp.full((B, H, S), NEG, F32)
 
 
-def local_core(kernel, causal: bool, c: int):
+def local_core(kernel, causal: bool, c: int, window: int = 0):
     """custom_vjp attention of local q chunks over local kv chunks: (q,k,v,qseg,kseg,qids,kids)."""
+    check_window(causal, window)
 
     @jax.custom_vjp
     def core(q, k, v, qseg, kseg, qids, kids):
         return core_fwd(q, k, v, qseg, kseg, qids, kids)[0]
 
     def core_fwd(q, k, v, qseg, kseg, qids, kids):
-        o, lse = accumulate_fwd(kernel, causal, c, q, qseg, qids, k, v, kseg, kids, *init_acc(q))
+        o, lse = accumulate_fwd(kernel, causal, c, q, qseg, qids, k, v, kseg, kids, *init_acc(q), window=window)
         o = o.astype(q.dtype)
         return o, (q, k, v, qseg, kseg, qids, kids, o, lse)
 
     def core_bwd(res, do):
         q, k, v, qseg, kseg, qids, kids, o, lse = res
         dq, dk, dv = accumulate_bwd(
-            kernel, causal, c, q, qseg, qids, k, v, kseg, kids, o, lse, do, jnp.zeros(q.shape, F32)
+            kernel, causal, c, q, qseg, qids, k, v, kseg, kids, o, lse, do, jnp.zeros(q.shape, F32), window=window
         )
         return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype), None, None, None, None
 

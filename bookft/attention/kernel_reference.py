@@ -16,8 +16,9 @@ import jax.numpy as jnp
 from bookft.attention.kernel_xla import flash_bwd, flash_fwd
 
 
-def dense_attention(q, k, v, segment_ids=None, *, causal=True, scale=None):
-    """q [B,S,Hq,D], k/v [B,S,Hkv,D], segment_ids [B,S] in natural order -> [B,S,Hq,D]."""
+def dense_attention(q, k, v, segment_ids=None, *, causal=True, scale=None, window: int = 0):
+    """q [B,S,Hq,D], k/v [B,S,Hkv,D], segment_ids [B,S] in natural order -> [B,S,Hq,D].
+    window W > 0: a query sees keys at most W - 1 tokens back (a sliding-window layer)."""
     B, S, Hq, D = q.shape
     Hkv = k.shape[2]
     scale = D**-0.5 if scale is None else scale
@@ -29,6 +30,9 @@ def dense_attention(q, k, v, segment_ids=None, *, causal=True, scale=None):
         mask = segment_ids[:, None, :, None] == segment_ids[:, None, None, :]
     if causal:
         mask = mask & jnp.tril(jnp.ones((S, S), bool))[None, None]
+    if window:
+        idx = jnp.arange(S)
+        mask = mask & ((idx[:, None] - idx[None, :]) < window)[None, None]
     s = jnp.where(mask, s, -1e30)
     p = jax.nn.softmax(s, axis=-1)
     return jnp.einsum("bhqk,bkhd->bqhd", p, v.astype(jnp.float32)).astype(q.dtype)
@@ -46,10 +50,10 @@ class ReferenceKernel:
     def check_chunk(self, chunk: int) -> str | None:
         return None
 
-    def fwd(self, q, k, v, qseg, kseg, *, causal: bool):
-        return flash_fwd(q, k, v, qseg, kseg, causal=causal, block_q=q.shape[1], block_kv=k.shape[1])
+    def fwd(self, q, k, v, qseg, kseg, *, causal: bool, offset=0, window: int = 0):
+        return flash_fwd(q, k, v, qseg, kseg, causal=causal, block_q=q.shape[1], block_kv=k.shape[1],
+                         offset=offset, window=window)
 
-    def bwd(self, q, k, v, qseg, kseg, o, lse, do, *, causal: bool):
-        return flash_bwd(
-            q, k, v, qseg, kseg, o, lse, do, causal=causal, block_q=q.shape[1], block_kv=k.shape[1]
-        )
+    def bwd(self, q, k, v, qseg, kseg, o, lse, do, *, causal: bool, offset=0, window: int = 0):
+        return flash_bwd(q, k, v, qseg, kseg, o, lse, do, causal=causal, block_q=q.shape[1],
+                         block_kv=k.shape[1], offset=offset, window=window)

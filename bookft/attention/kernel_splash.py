@@ -88,7 +88,18 @@ class SplashKernel:
         bq, bk = self.blocks(q.shape[1])
         return _build(q.shape[1], q.shape[2], causal, bq, bk, self.interpret)
 
-    def fwd(self, q, k, v, qseg, kseg, *, causal):
+    @staticmethod
+    def _no_window(window: int) -> None:
+        if window:
+            from bookft.errors import AttentionError
+
+            raise AttentionError(
+                f"sliding-window attention (window {window}) is not available with the splash kernel; "
+                "use attention.kernel: xla for models with sliding-window layers"
+            )
+
+    def fwd(self, q, k, v, qseg, kseg, *, causal, offset=0, window: int = 0):
+        self._no_window(window)
         if causal is False:
             return self._fwd(q, k, v, qseg, kseg, causal=False)
         return jax.lax.cond(
@@ -97,7 +108,8 @@ class SplashKernel:
             lambda: self._fwd(q, k, v, qseg, kseg, causal=False),
         )
 
-    def bwd(self, q, k, v, qseg, kseg, o, lse, do, *, causal):
+    def bwd(self, q, k, v, qseg, kseg, o, lse, do, *, causal, offset=0, window: int = 0):
+        self._no_window(window)
         if causal is False:
             return self._bwd(q, k, v, qseg, kseg, o, lse, do, causal=False)
         return jax.lax.cond(

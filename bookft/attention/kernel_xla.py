@@ -14,6 +14,9 @@ Design choices:
   p = exp(s - lse), ds = p * (dp - rowsum(o * do)); dq accumulates over kv blocks, dk/dv per block.
 - Fully masked rows get lse = NEG (finite) and o = 0, so merges never produce NaN.
 - GQA: q heads are grouped [Hkv, G] with q head h -> kv head h // G (splash's convention).
+- Sliding window (static `window` W > 0): a query sees keys at most W - 1 tokens back in global
+  order (HF's `kv_idx > q_idx - W`). `offset` (traced) is the global start of the q chunk minus that
+  of the kv chunk, so the same kernel serves any pair; blocks entirely out of the window are skipped.
 """
 
 from __future__ import annotations
@@ -51,23 +54,27 @@ def _blocks_seg(s, n, b):  # [B, C] -> [n, B, b], lo [n, B], hi [n, B]
     return sb, sb.min(-1), sb.max(-1)
 
 
-def _mask(qs, ks, i, j, bq, bk, causal):  # -> [B, 1, 1, bq, bk] bool; causal: bool or traced
+def _mask(qs, ks, i, j, bq, bk, causal, offset=0, window=0):  # -> [B, 1, 1, bq, bk] bool
     m = qs[:, None, None, :, None] == ks[:, None, None, None, :]
-    if causal is not False:
-        qpos = i * bq + jnp.arange(bq)
-        kpos = j * bk + jnp.arange(bk)
+    qpos = i * bq + jnp.arange(bq)
+    kpos = j * bk + jnp.arange(bk)
+    if causal is not False:  # causal: bool or traced
         m = m & (jnp.logical_not(causal) | (kpos[None, :] <= qpos[:, None]))[None, None, None]
+    if window:
+        m = m & ((qpos[:, None] + offset - kpos[None, :]) < window)[None, None, None]
     return m
 
 
-def _visible(i, j, bq, bk, qlo, qhi, klo, khi, causal):
+def _visible(i, j, bq, bk, qlo, qhi, klo, khi, causal, offset=0, window=0):
     vis = jnp.any((klo <= qhi) & (qlo <= khi))  # any batch row shares a segment
     if causal is not False:
         vis = vis & (jnp.logical_not(causal) | (j * bk <= i * bq + bq - 1))
+    if window:  # the block's nearest (query, key) pair is inside the window
+        vis = vis & (i * bq + offset - (j * bk + bk - 1) < window)
     return vis
 
 
-def flash_fwd(q, k, v, qseg, kseg, *, causal: bool, block_q: int, block_kv: int):
+def flash_fwd(q, k, v, qseg, kseg, *, causal: bool, block_q: int, block_kv: int, offset=0, window: int = 0):
     """-> o [B, C, Hq, D] f32, lse [B, Hq, C] f32 for one chunk pair."""
     B, C, Hq, D = q.shape
     Ck, Hkv = k.shape[1], k.shape[2]
@@ -88,7 +95,7 @@ def flash_fwd(q, k, v, qseg, kseg, *, causal: bool, block_q: int, block_kv: int)
             def compute(c):
                 m, den, acc = c
                 s = jnp.einsum("bqhgd,bkhd->bhgqk", qi, kj, preferred_element_type=F32)
-                mask = _mask(qsi, ksj, i, j, bq, bk, causal)
+                mask = _mask(qsi, ksj, i, j, bq, bk, causal, offset, window)
                 s = jnp.where(mask, s, NEG)
                 m_new = jnp.maximum(m, s.max(-1))
                 p = jnp.where(mask, jnp.exp(s - m_new[..., None]), 0.0)
@@ -97,7 +104,7 @@ def flash_fwd(q, k, v, qseg, kseg, *, causal: bool, block_q: int, block_kv: int)
                 pv = jnp.einsum("bhgqk,bkhd->bhgqd", p, vj.astype(F32))
                 return m_new, den, acc * corr[..., None] + pv
 
-            vis = _visible(i, j, bq, bk, qlo_i, qhi_i, klo_j, khi_j, causal)
+            vis = _visible(i, j, bq, bk, qlo_i, qhi_i, klo_j, khi_j, causal, offset, window)
             return lax.cond(vis, compute, lambda c: c, carry), None
 
         init = (
@@ -116,7 +123,8 @@ def flash_fwd(q, k, v, qseg, kseg, *, causal: bool, block_q: int, block_kv: int)
     return o, lse
 
 
-def flash_bwd(q, k, v, qseg, kseg, o, lse, do, *, causal: bool, block_q: int, block_kv: int):
+def flash_bwd(q, k, v, qseg, kseg, o, lse, do, *, causal: bool, block_q: int, block_kv: int, offset=0,
+              window: int = 0):
     """Gradients (f32) of one chunk pair given the global o, lse [B, Hq, C] and do."""
     B, C, Hq, D = q.shape
     Ck, Hkv = k.shape[1], k.shape[2]
@@ -145,7 +153,7 @@ def flash_bwd(q, k, v, qseg, kseg, o, lse, do, *, causal: bool, block_q: int, bl
                 dk, dv = c
                 qi32 = qi.astype(F32)
                 s = jnp.einsum("bqhgd,bkhd->bhgqk", qi32, kj32)
-                mask = _mask(qsi, ksj, i, j, bq, bk, causal)
+                mask = _mask(qsi, ksj, i, j, bq, bk, causal, offset, window)
                 p = jnp.where(mask, jnp.exp(jnp.where(mask, s, NEG) - lsei[..., None]), 0.0)
                 dv = dv + jnp.einsum("bhgqk,bqhgd->bkhd", p, doi)
                 dp = jnp.einsum("bqhgd,bkhd->bhgqk", doi, vj32)
@@ -157,7 +165,7 @@ def flash_bwd(q, k, v, qseg, kseg, o, lse, do, *, causal: bool, block_q: int, bl
             def skip(c):
                 return c, jnp.zeros((B, bq, Hkv, G, D), F32)
 
-            vis = _visible(i, j, bq, bk, qlo_i, qhi_i, klo_j, khi_j, causal)
+            vis = _visible(i, j, bq, bk, qlo_i, qhi_i, klo_j, khi_j, causal, offset, window)
             return lax.cond(vis, compute, skip, carry)
 
         zeros = jnp.zeros((B, bk, Hkv, D), F32)
@@ -192,10 +200,10 @@ class XlaKernel:
             return f"chunk length {chunk} is not divisible by block_q={bq} / block_kv={bk}"
         return None
 
-    def fwd(self, q, k, v, qseg, kseg, *, causal: bool):
-        return flash_fwd(q, k, v, qseg, kseg, causal=causal, block_q=self.block_q, block_kv=self.block_kv)
+    def fwd(self, q, k, v, qseg, kseg, *, causal: bool, offset=0, window: int = 0):
+        return flash_fwd(q, k, v, qseg, kseg, causal=causal, block_q=self.block_q, block_kv=self.block_kv,
+                         offset=offset, window=window)
 
-    def bwd(self, q, k, v, qseg, kseg, o, lse, do, *, causal: bool):
-        return flash_bwd(
-            q, k, v, qseg, kseg, o, lse, do, causal=causal, block_q=self.block_q, block_kv=self.block_kv
-        )
+    def bwd(self, q, k, v, qseg, kseg, o, lse, do, *, causal: bool, offset=0, window: int = 0):
+        return flash_bwd(q, k, v, qseg, kseg, o, lse, do, causal=causal, block_q=self.block_q,
+                         block_kv=self.block_kv, offset=offset, window=window)

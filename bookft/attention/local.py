@@ -15,11 +15,11 @@ def validate(spec: Spec) -> None:
     """Needs nothing from a mesh."""
 
 
-def apply(spec: Spec, q, k, v, segment_ids):
+def apply(spec: Spec, q, k, v, segment_ids, window: int = 0):
     spec = dataclasses.replace(spec, load_balanced=False)  # cp=1: zig-zag order is natural order
     check_inputs(spec, q, k, v, segment_ids, 1)
     sub, chunk = chunking(spec, q.shape[1], 1)
     ids = jnp.asarray(shard_chunk_ids(1, False, sub)[0])
-    core = local_core(spec.kernel, spec.causal, chunk)
+    core = local_core(spec.kernel, spec.causal, chunk, window)
     seg = default_segments(q, segment_ids)
     return core(scaled(spec, q), k, v, seg, seg, ids, ids)

@@ -29,11 +29,12 @@ from bookft.attention.common import (
     scaled,
     sharded_call,
 )
-from bookft.attention.engine import F32, accumulate_bwd, accumulate_fwd, init_acc
+from bookft.attention.engine import F32, accumulate_bwd, accumulate_fwd, check_window, init_acc
 
 
-def ring_core(kernel, causal: bool, chunk: int, axis: str, size: int, table: np.ndarray):
+def ring_core(kernel, causal: bool, chunk: int, axis: str, size: int, table: np.ndarray, window: int = 0):
     """custom_vjp (q, k, v, seg) -> o for one ring member; table [size, n_local] global chunk ids."""
+    check_window(causal, window)
     perm = [(i, (i + 1) % size) for i in range(size)]
 
     def shift(*xs):
@@ -52,7 +53,7 @@ def ring_core(kernel, causal: bool, chunk: int, axis: str, size: int, table: np.
 
         def step(carry, t):  # compute on the shard held now, then pass it on
             k, v, kseg, o, lse = carry
-            o, lse = accumulate_fwd(kernel, causal, chunk, q, seg, qids, k, v, kseg, ids(t), o, lse)
+            o, lse = accumulate_fwd(kernel, causal, chunk, q, seg, qids, k, v, kseg, ids(t), o, lse, window)
             return (*shift(k, v, kseg), o, lse), None
 
         # one scan (and so one kernel instance) for all steps; the last shift is spare traffic
@@ -66,7 +67,8 @@ def ring_core(kernel, causal: bool, chunk: int, axis: str, size: int, table: np.
 
         def step(carry, t):  # dK/dV accumulators travel with their K/V shard; dq stays home
             k, v, kseg, dk, dv, dq = carry
-            dq, gk, gv = accumulate_bwd(kernel, causal, chunk, q, seg, qids, k, v, kseg, ids(t), o, lse, do, dq)
+            dq, gk, gv = accumulate_bwd(kernel, causal, chunk, q, seg, qids, k, v, kseg, ids(t), o, lse, do, dq,
+                                         window)
             return (*shift(k, v, kseg, dk + gk, dv + gv), dq), None
 
         zeros = jnp.zeros(k.shape, F32)
@@ -83,10 +85,11 @@ def validate(spec: Spec) -> None:
     require_axes(spec, (spec.context_axis,))
 
 
-def apply(spec: Spec, q, k, v, segment_ids):
+def apply(spec: Spec, q, k, v, segment_ids, window: int = 0):
     axis = spec.context_axis
     cp = spec.size(axis)
     check_inputs(spec, q, k, v, segment_ids, cp)
     sub, chunk = chunking(spec, q.shape[1], cp)
-    core = ring_core(spec.kernel, spec.causal, chunk, axis, cp, shard_chunk_ids(cp, spec.load_balanced, sub))
+    core = ring_core(spec.kernel, spec.causal, chunk, axis, cp, shard_chunk_ids(cp, spec.load_balanced, sub),
+                     window)
     return sharded_call(spec, core, axis, scaled(spec, q), k, v, default_segments(q, segment_ids))

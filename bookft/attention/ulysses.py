@@ -39,7 +39,7 @@ def heads_to_seq(x, axis):  # [b, s*n, H/n, D] -> [b, s, H, D]
     return lax.all_to_all(x, axis, split_axis=1, concat_axis=2, tiled=True)
 
 
-def apply(spec: Spec, q, k, v, segment_ids):
+def apply(spec: Spec, q, k, v, segment_ids, window: int = 0):
     axis = spec.context_axis
     cp = spec.size(axis)
     check_inputs(spec, q, k, v, segment_ids, cp)
@@ -47,7 +47,7 @@ def apply(spec: Spec, q, k, v, segment_ids):
     k, v = (replicate_kv_heads(x, cp, q.shape[2], spec.strategy) for x in (k, v))
     sub, chunk = chunking(spec, q.shape[1], cp)
     ids = shard_chunk_ids(cp, spec.load_balanced, sub).reshape(-1)  # whole sequence, stored order
-    core = local_core(spec.kernel, spec.causal, chunk)
+    core = local_core(spec.kernel, spec.causal, chunk, window)
 
     def body(q, k, v, seg):
         qf, kf, vf = (seq_to_heads(x, axis) for x in (q, k, v))

@@ -31,7 +31,7 @@ def validate(spec: Spec) -> None:
     require_axes(spec, (spec.context_axis, spec.ulysses_axis))
 
 
-def apply(spec: Spec, q, k, v, segment_ids):
+def apply(spec: Spec, q, k, v, segment_ids, window: int = 0):
     ring_axis, uly_axis = spec.context_axis, spec.ulysses_axis
     R, U = spec.size(ring_axis), spec.size(uly_axis)
     cp = R * U
@@ -40,7 +40,7 @@ def apply(spec: Spec, q, k, v, segment_ids):
     k, v = (replicate_kv_heads(x, U, q.shape[2], spec.strategy) for x in (k, v))
     sub, chunk = chunking(spec, q.shape[1], cp)
     table = shard_chunk_ids(cp, spec.load_balanced, sub).reshape(R, -1)  # [R, U*2*sub]
-    core = ring_core(spec.kernel, spec.causal, chunk, ring_axis, R, table)
+    core = ring_core(spec.kernel, spec.causal, chunk, ring_axis, R, table, window)
 
     def body(q, k, v, seg):
         qf, kf, vf = (seq_to_heads(x, uly_axis) for x in (q, k, v))

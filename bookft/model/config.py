@@ -102,6 +102,19 @@ class ModelConfig:
     # tokens per device per step of a scan over the MLP (each step rematerialised): bounds the
     # [tokens, intermediate] buffers at long context; 0 = the whole sequence at once
     mlp_chunk: int = 0
+    # sliding-window attention (Mistral/Gemma-style local layers): a query sees keys at most
+    # sliding_window - 1 tokens back; layer_types says which layers ("sliding_attention" or
+    # "full_attention", HF's names); empty = every layer sliding when sliding_window > 0
+    sliding_window: int = 0
+    layer_types: tuple[str, ...] = ()
+
+    @property
+    def layer_windows(self) -> tuple[int, ...]:
+        """Per layer: its window (0 = full causal attention)."""
+        if not self.sliding_window:
+            return (0,) * self.num_layers
+        types = self.layer_types or ("sliding_attention",) * self.num_layers
+        return tuple(self.sliding_window if t == "sliding_attention" else 0 for t in types)
 
     @property
     def dim_per_head(self) -> int:
@@ -128,6 +141,18 @@ class ModelConfig:
             raise ConfigError(f"model.head_dim must be even for RoPE, got {self.dim_per_head}")
         if not 0 <= self.short_conv <= 64:
             raise ConfigError(f"model.short_conv must be in 0..64 (a conv width; 0 = off), got {self.short_conv}")
+        if self.sliding_window < 0:
+            raise ConfigError(f"model.sliding_window must be >= 0 (0 = off), got {self.sliding_window}")
+        if self.layer_types:
+            bad = [t for t in self.layer_types if t not in ("sliding_attention", "full_attention")]
+            if bad:
+                raise ConfigError(f"model.layer_types: unknown type {bad[0]!r} "
+                                  "(use sliding_attention or full_attention)")
+            if len(self.layer_types) != self.num_layers:
+                raise ConfigError(f"model.layer_types has {len(self.layer_types)} entries for "
+                                  f"{self.num_layers} layers")
+            if "sliding_attention" in self.layer_types and not self.sliding_window:
+                raise ConfigError("model.layer_types names sliding_attention layers but model.sliding_window is 0")
         if self.mlp_chunk < 0:
             raise ConfigError(f"model.mlp_chunk must be >= 0 (tokens per device per MLP step), got {self.mlp_chunk}")
         if self.rope_theta_override is not None and self.rope_theta_override <= 0:

@@ -152,20 +152,26 @@ class Decoder(nnx.Module):
         x = constrain(x, ("batch", "seq", "embed"))
         cos, sin = rope_cos_sin(config, positions)
 
-        def body(x, p):
-            x = checkpoint_name(x, "layer_input")  # what remat "offload_input" moves to host memory
-            return L.layer(p, x, cos, sin, segment_ids, positions, attend, config, return_kv)
+        windows = config.layer_windows  # static per layer; mixed local/global layers are unrolled
 
-        policy = L.remat_policy(config.remat)
-        if config.remat != "none":
-            body = jax.checkpoint(body, policy=policy, prevent_cse=not config.scan_layers)
+        def make_body(window):
+            def body(x, p):
+                x = checkpoint_name(x, "layer_input")  # what remat "offload_input" moves to host memory
+                return L.layer(p, x, cos, sin, segment_ids, positions, attend, config, return_kv, window)
+
+            if config.remat != "none":
+                body = jax.checkpoint(body, policy=L.remat_policy(config.remat),
+                                      prevent_cse=not (config.scan_layers and len(set(windows)) == 1))
+            return body
+
         stacked = self.layers.arrays()
-        if config.scan_layers:
-            x, kv = jax.lax.scan(body, x, stacked)
+        if config.scan_layers and len(set(windows)) == 1:
+            x, kv = jax.lax.scan(make_body(windows[0]), x, stacked)
         else:
+            bodies = {w: make_body(w) for w in set(windows)}
             outs = []
             for i in range(config.num_layers):
-                x, kv_i = body(x, {k: a[i] for k, a in stacked.items()})
+                x, kv_i = bodies[windows[i]](x, {k: a[i] for k, a in stacked.items()})
                 outs.append(kv_i)
             kv = jax.tree.map(lambda *a: jnp.stack(a), *outs) if return_kv else None
         hidden = L.rms_norm(x, self.final_norm[...], config.rms_norm_eps)

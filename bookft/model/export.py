@@ -47,4 +47,9 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, *, dtype: str | N
                          f"{config.short_conv}), which transformers' {config.model_type} does not have; "
                          "it would load without it and give wrong outputs. Evaluate it with bookft "
                          "(bookft eval niah --checkpoint), or train with model.short_conv=0 to export.")
+    if any(config.layer_windows):
+        raise ModelError(f"{src}: this model has sliding-window layers (model.sliding_window="
+                         f"{config.sliding_window}, layer_types {list(config.layer_types)}), which transformers' "
+                         f"{config.model_type} would load as full attention and give wrong outputs. Evaluate it "
+                         "with bookft (bookft eval niah --checkpoint), or train without model.sliding_window.")
     return save_hf(model, config, out, tokenizer_dir=tokenizer_dir, dtype=dtype)

@@ -75,6 +75,7 @@ class KVCache(NamedTuple):
     valid: jax.Array
     slots: np.ndarray  # host int: cache index of decode token i
     history: np.ndarray | None = None  # model.short_conv: each row's last W-1 prompt ids [B, W-1]
+    positions: jax.Array | None = None  # [B,T] RoPE position of each slot (sliding-window layers)
 
 
 def _conv_history(model: Decoder, input_ids, positions, segment_ids, last) -> np.ndarray | None:
@@ -125,7 +126,8 @@ def _prefill_fn(graphdef, attend, blocks: int, extra: int):
         h_last = jnp.einsum("bs,bse->be", pick, hidden)[:, None]  # [B,1,E]
         k, v = (constrain(_grow(x, 2, blocks, extra), CACHE_AXES) for x in (k, v))
         valid = constrain(_grow(segment_ids > 0, 1, blocks, extra), ("batch", "seq"))
-        return model.logits(h_last)[:, 0], k, v, valid  # [B,V], [L,B,T,Hkv,D] x2, [B,T]
+        pos = constrain(_grow(positions, 1, blocks, extra), ("batch", "seq"))
+        return model.logits(h_last)[:, 0], k, v, valid, pos  # [B,V], [L,B,T,Hkv,D] x2, [B,T] x2
     return prefill
 
 
@@ -142,14 +144,15 @@ def prefill_cache(model: Decoder, input_ids, positions, segment_ids, last, atten
         raise ValueError(f"prefill length {s} does not split into {cache_blocks} cache blocks")
     extra = -(-max(capacity, 1) // cache_blocks)
     graphdef, state = nnx.split(model)
-    logits, k, v, valid = _prefill_fn(graphdef, attend, cache_blocks, extra)(
+    logits, k, v, valid, pos = _prefill_fn(graphdef, attend, cache_blocks, extra)(
         state, input_ids, positions, segment_ids, jnp.asarray(last, jnp.int32))
     history = _conv_history(model, input_ids, positions, segment_ids, last)
-    return logits, KVCache(k, v, valid, decode_slots(s, max(capacity, 1), cache_blocks), history)
+    return logits, KVCache(k, v, valid, decode_slots(s, max(capacity, 1), cache_blocks), history, pos)
 
 
 def _decode_attention(q, ck, cv, valid):
-    """q [B,1,Hq,D] against cache ck/cv [B,T,Hkv,D], keys where valid [B,T]."""
+    """q [B,1,Hq,D] against cache ck/cv [B,T,Hkv,D], keys where valid [B,T] (sliding windows:
+    the caller narrows valid per layer)."""
     b, _, hq, d = q.shape
     hkv = ck.shape[2]
     qg = q.reshape(b, 1, hkv, hq // hkv, d)
@@ -162,7 +165,7 @@ def _decode_attention(q, ck, cv, valid):
 
 @functools.lru_cache(maxsize=32)
 def _step_fn(graphdef):
-    def step(state, cache_k, cache_v, valid, token, position, slot, history):
+    def step(state, cache_k, cache_v, valid, token, position, slot, history, cache_pos):
         model = nnx.merge(graphdef, state)
         config = model.config
         table = model.embed[...].astype(jnp.dtype(config.compute_dtype))
@@ -173,18 +176,21 @@ def _step_fn(graphdef):
         cos, sin = rope_cos_sin(config, position[:, None])  # [B,1] positions
         here = jnp.arange(valid.shape[1]) == slot  # [T]
         valid = valid | here[None, :]
+        cache_pos = jnp.where(here[None, :], position[:, None], cache_pos)
+        windows = jnp.asarray([w or np.iinfo(np.int32).max for w in config.layer_windows], jnp.int32)
 
         def body(x, xs):
-            p, ck, cv = xs
+            p, ck, cv, window = xs
             q, k, v = L.qkv(p, x, cos, sin, config)
             ck = jnp.where(here[None, :, None, None], k.astype(ck.dtype), ck)
             cv = jnp.where(here[None, :, None, None], v.astype(cv.dtype), cv)
-            return L.finish(p, x, _decode_attention(q, ck, cv, valid), config), (ck, cv)
+            seen = valid & (position[:, None] - cache_pos < window)  # sliding-window layers
+            return L.finish(p, x, _decode_attention(q, ck, cv, seen), config), (ck, cv)
 
-        x, (cache_k, cache_v) = jax.lax.scan(body, x, (model.layers.arrays(), cache_k, cache_v))
+        x, (cache_k, cache_v) = jax.lax.scan(body, x, (model.layers.arrays(), cache_k, cache_v, windows))
         hidden = L.rms_norm(x, model.final_norm[...], config.rms_norm_eps)
-        return model.logits(hidden)[:, 0], cache_k, cache_v, valid
-    return jax.jit(step, donate_argnums=(1, 2, 3))
+        return model.logits(hidden)[:, 0], cache_k, cache_v, valid, cache_pos
+    return jax.jit(step, donate_argnums=(1, 2, 3, 8))
 
 
 def decode_greedy(model: Decoder, logits, cache: KVCache, lengths, max_new_tokens: int,
@@ -200,6 +206,7 @@ def decode_greedy(model: Decoder, logits, cache: KVCache, lengths, max_new_token
     step = _step_fn(graphdef)
     lengths = np.asarray(lengths, np.int32)
     cache_k, cache_v, valid, history = cache.k, cache.v, cache.valid, cache.history
+    cache_pos = cache.positions if cache.positions is not None else jnp.zeros(valid.shape, jnp.int32)
     done = np.zeros(b, bool)
     out = []
     for i in range(max_new_tokens):
@@ -210,9 +217,9 @@ def decode_greedy(model: Decoder, logits, cache: KVCache, lengths, max_new_token
         out.append(token)
         if i == max_new_tokens - 1 or done.all():
             break
-        logits, cache_k, cache_v, valid = step(state, cache_k, cache_v, valid, jnp.asarray(token),
-                                               jnp.asarray(lengths + i), jnp.int32(cache.slots[i]),
-                                               None if history is None else jnp.asarray(history))
+        logits, cache_k, cache_v, valid, cache_pos = step(
+            state, cache_k, cache_v, valid, jnp.asarray(token), jnp.asarray(lengths + i),
+            jnp.int32(cache.slots[i]), None if history is None else jnp.asarray(history), cache_pos)
         if history is not None:  # the short convolution's window moves on by the token just fed
             history = np.concatenate([history[:, 1:], token[:, None]], axis=1)
     return np.stack(out, axis=1).astype(np.int32)

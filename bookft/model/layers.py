@@ -37,11 +37,12 @@ def rms_norm(x: jax.Array, weight: jax.Array, eps: float) -> jax.Array:
 
 
 def reference_attention(q: jax.Array, k: jax.Array, v: jax.Array, segment_ids: jax.Array,
-                        positions: jax.Array) -> jax.Array:
+                        positions: jax.Array, window: int = 0) -> jax.Array:
     """Dense causal + same-segment attention. q [B,S,Hq,D], k/v [B,S,Hkv,D] -> [B,S,Hq,D].
 
     Causality follows token order in the array (the global order on one device); `positions` are
     only for RoPE and unused here. Scale 1/sqrt(D) applied here, as the attend contract says.
+    window W > 0: keys at most W - 1 tokens back (a sliding-window layer).
     """
     del positions
     b, s, hq, d = q.shape
@@ -49,6 +50,8 @@ def reference_attention(q: jax.Array, k: jax.Array, v: jax.Array, segment_ids: j
     qg = q.reshape(b, s, hkv, hq // hkv, d)
     scores = jnp.einsum("bqhgd,bkhd->bhgqk", qg, k, preferred_element_type=jnp.float32) / jnp.sqrt(d)
     causal = jnp.tril(jnp.ones((s, s), dtype=bool))
+    if window:
+        causal = causal & ~jnp.tril(jnp.ones((s, s), dtype=bool), -window)
     same = segment_ids[:, :, None] == segment_ids[:, None, :]  # [B, Sq, Sk]
     mask = (causal[None] & same)[:, None, None]
     probs = jax.nn.softmax(jnp.where(mask, scores, NEG_INF), axis=-1)
@@ -118,10 +121,12 @@ def mlp(p: dict, x: jax.Array, config: ModelConfig) -> jax.Array:
 
 
 def layer(p: dict, x: jax.Array, cos: jax.Array, sin: jax.Array, segment_ids: jax.Array,
-          positions: jax.Array, attend: Attend, config: ModelConfig, return_kv: bool = False):
-    """One decoder layer on the residual stream x [B,S,E]; optionally also returns (k, v)."""
+          positions: jax.Array, attend: Attend, config: ModelConfig, return_kv: bool = False,
+          window: int = 0):
+    """One decoder layer on the residual stream x [B,S,E]; optionally also returns (k, v).
+    window > 0: a sliding-window layer (the attend gets window=...)."""
     q, k, v = qkv(p, x, cos, sin, config)
-    attn = attend(q, k, v, segment_ids, positions)
+    attn = attend(q, k, v, segment_ids, positions, window=window) if window else attend(q, k, v, segment_ids, positions)
     out = finish(p, x, attn, config)
     return (out, (k, v)) if return_kv else (out, None)
 

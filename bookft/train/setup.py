@@ -38,6 +38,9 @@ def make_attend(cfg: RunConfig, mesh):
 
     a = cfg.attention
     strategy = a.strategy
+    if any(cfg.model.layer_windows) and a.kernel == "splash":
+        raise ConfigError(f"model.sliding_window={cfg.model.sliding_window}: sliding-window layers need "
+                          "attention.kernel: xla (the splash kernel here takes static masks only)")
     if strategy != "local" and context_degree(mesh) == 1:
         strategy = "local"  # nothing to split: the same kernel on the whole sequence
     return make_attention(strategy, a.kernel, mesh, causal=a.causal, load_balanced=a.load_balance,
@@ -151,7 +154,9 @@ class Trainer:
         balance = self.cp if (cfg.attention.load_balance and self.strategy != "local" and self.cp > 1) else 1
         self.batches = Batches(self.corpus, batch_size=cfg.data.batch_size, seed=cfg.data.seed,
                                shuffle=cfg.data.shuffle, load_balance_cp=balance,
-                               grad_accum=cfg.train.grad_accum, balance_block=balance_block(cfg))
+                               grad_accum=cfg.train.grad_accum, balance_block=balance_block(cfg),
+                               # windows count tokens in row order: documents must stay contiguous
+                               arrange_documents=not any(cfg.model.layer_windows))
         lens = {stage_len(cfg, s, self.corpus.seq_len) for s in range(max(cfg.train.steps, 1))}
         for n in sorted(lens):
             check_seq_len(cfg, self.mesh, n, self.strategy)

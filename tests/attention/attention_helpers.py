@@ -11,9 +11,10 @@ from bookft.attention import load_balance, unbalance
 FAST = {"xla_backend_optimization_level": 0}  # CPU compile time dominates these tests
 
 
-def oracle(q, k, v, seg, do, causal=True):
+def oracle(q, k, v, seg, do, causal=True, window=0):
     """float64 dense attention and its vjp: -> o, dq, dk, dv (natural order, [B,S,H,D]).
-    One (row, head) at a time, so S = 2048 stays small in memory."""
+    One (row, head) at a time, so S = 2048 stays small in memory. window W > 0: keys at most
+    W - 1 tokens back."""
     q, k, v, do = (np.asarray(x, np.float64) for x in (q, k, v, do))
     B, S, Hq, D = q.shape
     G = Hq // k.shape[2]
@@ -21,6 +22,8 @@ def oracle(q, k, v, seg, do, causal=True):
     o, dq = np.zeros_like(q), np.zeros_like(q)
     dk, dv = np.zeros_like(k), np.zeros_like(v)
     tri = np.tril(np.ones((S, S), bool))
+    if window:
+        tri &= ~np.tril(np.ones((S, S), bool), -window)
     for b in range(B):
         mask = seg[b][:, None] == seg[b][None, :]
         if causal:
