@@ -45,7 +45,7 @@ from bookft.ingest.config import IngestConfig
 from bookft.ingest.documents import Document
 from bookft.ingest.neardup import NearDuplicates
 from bookft.ingest.sources import content_hash, extract, job_key, resolve_sources
-from bookft.ingest.tokenize import encode_documents, fingerprint, load_tokenizer, special_ids, train_bpe, word_starts
+from bookft.ingest.tokenize import encode_source, fingerprint, load_tokenizer, special_ids, train_bpe, word_starts
 
 LossWeightsFn = Callable[[Document, np.ndarray], "np.ndarray | None"]
 
@@ -253,15 +253,7 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
                 continue
             cached = cache.load_tokens(fp, keys[i] + ("" if eos is not None else "-noeos"))
             if cached is None:
-                ids_l, off_l, b_l, bo_l = [], [0], [], [0]
-                for ids, bnd in encode_documents(tok, (d.text for d in cache.documents(keys[i])), eos):
-                    ids_l.append(ids)
-                    off_l.append(off_l[-1] + len(ids))
-                    b_l.append(bnd)
-                    bo_l.append(bo_l[-1] + len(bnd))
-                cached = (np.concatenate(ids_l).astype(np.int32, copy=False), np.array(off_l, np.int64),
-                          np.concatenate(b_l).astype(np.int64, copy=False), np.array(bo_l, np.int64))
-                del ids_l, b_l
+                cached = encode_source(tok, (d.text for d in cache.documents(keys[i])), eos)
                 cache.save_tokens(fp, keys[i] + ("" if eos is not None else "-noeos"), *cached)
             ids, offs, bnds, boffs = cached
             docs_i = heads[i]["documents"]

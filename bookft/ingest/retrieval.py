@@ -11,58 +11,57 @@ Design choices:
   `passage` asks to complete a sentence from earlier in a book; `signature` asks for the signature
   of a function after the code that defines it.
 - Every example is its own document of exactly `length` tokens (EOS included; a token or two short
-  when the tokenizer will not land exactly), and the examples of one length are grouped into files
-  of seq_len tokens. Each file is one collection that fits one sequence, so the packer places it
-  alone at offset 0 and a curriculum row of `length` tokens holds whole examples only.
+  when the tokenizer will not land exactly), and the examples of one length are grouped into
+  sequences of seq_len tokens. Each sequence is one collection (named in its JSON rows, several
+  sequences to a file) that fits one sequence, so the packer places it alone at offset 0 and a
+  curriculum row of `length` tokens holds whole examples only.
 - Token counts use the ingest's own encoder (paragraph units, bookft.ingest.tokenize), on text
-  that is already a fixed point of clean_text, so the built corpus has exactly these tokens.
+  that is already a fixed point of clean_text, so the built corpus has exactly these tokens. They
+  are measured incrementally (bookft.ingest.tokencount: paragraph encodings memoized, a window's
+  words counted from one encoding), with the same numbers as encoding each candidate afresh.
 - `questions` > 1 also asks (and answers) the question at random places after the fact, as long as
   the context keeps `min_context` of the example: more answer tokens per example, at shorter
   distances (what lets a tiny model find the copy at all in its first stage).
 - The answers' token spans travel in the JSON line (`bookft_retrieval`: length, spans), and
   `loss_weights_fn` turns it into per-token weights (answer_weight on the answer, context_weight on
   the rest) through build_corpus's loss_weights hook.
-- Deterministic: everything is drawn from numpy generators seeded by (seed, file index).
+- Deterministic: everything is drawn from numpy generators seeded by (seed, sequence index).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from bookft.errors import IngestError
+from bookft.ingest.config import ExtractConfig, LimitsConfig
 from bookft.ingest.documents import clean_text
 from bookft.ingest.retrieval_config import RetrievalConfig
-from bookft.ingest.tokenize import units
+from bookft.ingest.text import COLLECTION_FIELD
+from bookft.ingest.tokencount import TokenCounter, Words, counter
 
 MARK = "bookft_retrieval"  # JSON field (document meta) holding the answer's [start, end) characters
 PASSAGE_INSTRUCTION = ("Read the following text carefully. I will ask you to complete one of its "
                        "sentences afterwards.\n")
 CODE_INSTRUCTION = "Read the following code. I will ask you for the signature of one of its functions.\n"
 _NO_DIGITS = re.compile(r"[ \t]*\d[\d.,:/-]*")  # a number and the blanks before it
-_WORD_CUT = re.compile(r"(?<=\S) (?=\S)")  # a single space between two words
 _SENT_END = re.compile(r"[.!?][\"')\]]*\s")
 _DEF = re.compile(r"^[ \t]*((?:async\s+)?def\s+([A-Za-z_]\w*)\s*\([^\n]*\)[^\n]*:)[ \t]*$", re.M)
 
 
 def count_tokens(tok, text: str) -> int:
-    """Tokens the ingest gives `text` (paragraph units), without EOS."""
-    enc = tok.encode_batch(units(text), add_special_tokens=False)
-    return sum(len(e.ids) for e in enc)
+    """Tokens the ingest gives `text` (paragraph units), without EOS. `tok`: a Tokenizer or a
+    TokenCounter (bookft.ingest.tokencount; memoized, the same numbers)."""
+    return counter(tok).count(text)
 
 
 def token_char_spans(tok, text: str) -> tuple[list[int], np.ndarray]:
     """Ids as the ingest encodes `text` (no EOS) and their character spans [n, 2] in `text`."""
-    ids, spans, base = [], [], 0
-    for u in units(text):
-        e = tok.encode(u, add_special_tokens=False)
-        ids += e.ids
-        spans += [(base + a, base + b) for a, b in e.offsets]
-        base += len(u)
-    return ids, np.asarray(spans, dtype=np.int64).reshape(-1, 2)
+    return counter(tok).spans(text)
 
 
 class _Pool:
@@ -108,18 +107,27 @@ def _cut_words(text: str, n_chars: int) -> str:
     return cut[:sp] if sp > 0 else cut
 
 
+_TASK: dict = {}  # the last (value_digits, phrasing, seed) -> its eval task (retries ask the same)
+
+
 def _magic(rng, pool: _Pool, cfg: RetrievalConfig, seed: int):
     from bookft.eval.config import EvalConfig
     from bookft.eval.tasks import make_task
 
-    settings = EvalConfig(task="niah", value_digits=cfg.value_digits, phrasing=cfg.phrasing)
-    task = make_task(settings, seed, float(rng.uniform(0, 100)))
+    depth_percent = float(rng.uniform(0, 100))
+    key = (cfg.value_digits, cfg.phrasing, seed)
+    task = _TASK.get(key)
+    if task is None:  # the task depends on the seed only; the depth is just passed through
+        settings = EvalConfig(task="niah", value_digits=cfg.value_digits, phrasing=cfg.phrasing)
+        task = make_task(settings, seed, depth_percent)
+        _TASK.clear()
+        _TASK[key] = task
     post = f"\n\n{task.question}\n{task.answer_prefix}"
     window = pool.window
     if cfg.scrub_digits:
         def window(r, chars):
             return _NO_DIGITS.sub("", pool.window(r, chars))
-    return task.instruction, task.needles[0].text, task.needles[0].depth, post, task.answer, window
+    return task.instruction, task.needles[0].text, depth_percent / 100.0, post, task.answer, window
 
 
 def _passage(rng, pool: _Pool, cfg: RetrievalConfig, seed: int):
@@ -166,6 +174,7 @@ def build_example(tok, rng, pool: _Pool, cfg: RetrievalConfig, kind: str, length
         raise IngestError(f"retrieval synthesis: no material for kind {kind!r} in this corpus "
                           "(signature needs Python code, passage needs prose)")
     instruction, needle, depth, post, answer, window = spec
+    tok = counter(tok)
     budget = length - 1  # the EOS the ingest appends
     asked = post + answer + ".\n\n"  # an earlier asking of the question, answered (when questions > 1)
     fixed0 = count_tokens(tok, instruction + " " + needle + post + answer)
@@ -177,39 +186,36 @@ def build_example(tok, rng, pool: _Pool, cfg: RetrievalConfig, kind: str, length
         n_ask -= 1
     fixed = fixed0 + n_ask * count_tokens(tok, asked)
     # Words of a window ("w0", " w1", " w2", ...): cut before a space, each is its own pre-token run,
-    # so their token counts add up; one batch encode counts them all.
-    src = window(rng, (budget - fixed) * 16).strip()
-    cuts = [0] + [m.start() for m in _WORD_CUT.finditer(src)] + [len(src)]
-    words = [src[x:y] for x, y in zip(cuts, cuts[1:], strict=False) if y > x]
-    counts = np.cumsum([len(e.ids) for e in tok.encode_batch(words, add_special_tokens=False)])
+    # so their token counts add up (Words cuts and encodes the window once, only as far as needed).
+    w = Words(tok.tok, window(rng, (budget - fixed) * 16).strip())
     target, best = budget - fixed, None
     for _ in range(5):
+        counts = w.counts_upto(target)  # running totals, at least through the words that fit
         k = int(np.searchsorted(counts, target, side="right"))  # words that fit
         if k < 2:
             break
         # the needle goes before word m (a sentence start when one is near the nominal depth)
         m = int(np.searchsorted(counts[:k], depth * counts[k - 1]))
-        near = [j for j in range(max(1, m - 12), min(k, m + 12)) if words[j - 1].rstrip().endswith((".", "!", "?"))]
+        near = [j for j in range(max(1, m - 12), min(k, m + 12)) if w.word(j - 1).rstrip().endswith((".", "!", "?"))]
         m = min(near, key=lambda j: abs(j - m)) if near and 0 < m < k else m
         # earlier askings go at random word boundaries after the needle
         later = sorted(int(x) for x in rng.integers(m + 1, k + 1, n_ask)) if m + 1 <= k else []
         parts = [instruction]
         if m == 0:
-            parts += [needle, "" if words[0].startswith(" ") else " "]
+            parts += [needle, "" if w.word(0).startswith(" ") else " "]
         else:
-            parts += ["".join(words[:m]), " ", needle]
+            parts += [w.text(0, m), " ", needle]
         spans, pos = [], m
         for q in later:
-            parts.append("".join(words[pos:q]))
+            parts.append(w.text(pos, q))
             start = sum(map(len, parts)) + len(post)
             spans.append((start, start + len(answer)))
             parts.append(asked)
             pos = q
             if q < k:
-                words_q = words[q].lstrip()
-                parts.append(words_q)
+                parts.append(w.word(q).lstrip())
                 pos = q + 1
-        parts.append("".join(words[pos:k]))
+        parts.append(w.text(pos, k))
         start = sum(map(len, parts)) + len(post)
         spans.append((start, start + len(answer)))
         parts += [post, answer]
@@ -226,7 +232,7 @@ def build_example(tok, rng, pool: _Pool, cfg: RetrievalConfig, kind: str, length
         return None
     text, n, spans, k = best
     if n < budget:  # top up with the window's next words, so the next example starts on its row
-        text, n, spans = _top_up(tok, text, n, spans, budget, len(post) + len(answer), words[k:])
+        text, n, spans = _top_up(tok, text, n, spans, budget, len(post) + len(answer), w.words(k, k + 64))
     ids, tspans = token_char_spans(tok, text)
     answers = []
     for a0, a1 in spans:
@@ -254,17 +260,53 @@ def _top_up(tok, text: str, n: int, spans: list, budget: int, tail: int, words: 
     return text, n, spans
 
 
+@dataclass(frozen=True)
+class BuildCache:
+    """The caches of the build that will ingest the synthesized files (its corpus directory, extraction
+    settings, tokenizer fingerprint, EOS appended or not). The synthesizer fills them for each file
+    it writes, the same entries the build's extraction and tokenizer would make (same functions; the
+    tokens from the encodings it measured with), so the build reads the examples from its caches."""
+
+    root: str
+    extract: ExtractConfig
+    limits: LimitsConfig
+    fingerprint: str
+    eos_id: int | None
+
+
 _WORKER: dict = {}
 
 
-def _init_worker(docs, tok_json, cfg, seq_len, out_dir) -> None:
+def _init_worker(docs, tok_json, cfg, seq_len, out_dir, n_sequences, per_file, cache) -> None:
     from tokenizers import Tokenizer
 
-    _WORKER.update(pool=_Pool(docs), tok=Tokenizer.from_str(tok_json), cfg=cfg, seq_len=seq_len, out=Path(out_dir))
+    _WORKER.update(pool=_Pool(docs), tok=TokenCounter(Tokenizer.from_str(tok_json)), cfg=cfg, seq_len=seq_len,
+                   out=Path(out_dir), n=n_sequences, per_file=per_file, cache=cache)
 
 
-def _write_file(i: int) -> dict:
-    """File i: examples of one length (drawn from (seed, i)) filling seq_len tokens."""
+def _fill_cache(bc: BuildCache, path: Path, tok: TokenCounter) -> None:
+    """Extraction and token cache entries for the synthesized file `path`, as build_corpus makes them."""
+    from bookft.ingest.cache import SourceCache, write_extract
+    from bookft.ingest.sources import content_hash, extract, job_key, resolve_sources
+    from bookft.ingest.tokenize import encode_source
+
+    jobs, bad = resolve_sources([(str(path), "jsonl", path.stem)], bc.extract, bc.limits)
+    if bad or len(jobs) != 1:
+        return  # the build will report it
+    h = content_hash(jobs[0])
+    key = job_key(jobs[0], h)
+    res = extract(jobs[0])
+    res.hash = h
+    cache = SourceCache(Path(bc.root))
+    write_extract(cache.root, key, res)
+    if res.documents:
+        cache.save_tokens(bc.fingerprint, key + ("" if bc.eos_id is not None else "-noeos"),
+                          *encode_source(tok, (d.text for d in res.documents), bc.eos_id))
+
+
+def _sequence(i: int) -> tuple[list[dict], dict]:
+    """Sequence i: examples of one length (drawn from (seed, i)) filling seq_len tokens, as JSON
+    rows of one collection, and their counts."""
     pool, tok, cfg, seq_len = _WORKER["pool"], _WORKER["tok"], _WORKER["cfg"], _WORKER["seq_len"]
     lshare = np.asarray(cfg.length_shares or [1.0] * len(cfg.lengths), dtype=np.float64)
     kshare = np.asarray(cfg.kind_shares or [1.0] * len(cfg.kinds), dtype=np.float64)
@@ -287,15 +329,33 @@ def _write_file(i: int) -> dict:
         kinds.append(kind)
         answer += sum(a1 - a0 for a0, a1 in answers)
         rows.append({"text": text, "title": f"retrieval {kind} {length}", MARK: json.dumps([n, answers]),
-                     "retrieval_kind": kind, "retrieval_length": length})
-    (_WORKER["out"] / f"retrieval-{i:05d}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return {"length": length, "kinds": kinds, "answer_tokens": answer, "short_tokens": seq_len - used}
+                     "retrieval_kind": kind, "retrieval_length": length, COLLECTION_FIELD: f"retrieval-{i:05d}"})
+    return rows, {"length": length, "kinds": kinds, "answer_tokens": answer, "short_tokens": seq_len - used}
+
+
+def _write_file(f: int) -> list[dict]:
+    """File f: the rows of sequences f * per_file, ... (each its own collection); their counts."""
+    lo = f * _WORKER["per_file"]
+    lines, out = [], []
+    _WORKER["tok"].clear()  # the memo holds this file's encodings (for its token cache entry)
+    for i in range(lo, min(lo + _WORKER["per_file"], _WORKER["n"])):
+        rows, counts = _sequence(i)
+        lines += [json.dumps(r) + "\n" for r in rows]
+        out.append(counts)
+    path = _WORKER["out"] / f"retrieval-{f:05d}.jsonl"
+    path.write_text("".join(lines))
+    if _WORKER["cache"] is not None:
+        _fill_cache(_WORKER["cache"], path, _WORKER["tok"])
+    return out
 
 
 def synthesize(docs: list[dict], tok, cfg: RetrievalConfig, seq_len: int, n_sequences: int,
-               out_dir: str | Path, progress=None, workers: int = 0) -> dict:
-    """Write `n_sequences` files of seq_len tokens of examples into out_dir (in `workers`
-    processes; 0 = here); return counts. The files depend on (cfg.seed, i) only, not on workers."""
+               out_dir: str | Path, progress=None, workers: int = 0, per_file: int = 1,
+               cache: BuildCache | None = None) -> dict:
+    """Write `n_sequences` sequences of seq_len tokens of examples into out_dir, `per_file` to a
+    JSON Lines file (each sequence's rows name their own collection, `retrieval-NNNNN`), in
+    `workers` processes (0 = here); return counts. The rows depend on (cfg.seed, i) only, not on
+    workers or per_file. With `cache`, also fill that build's caches for every file."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("retrieval-*.jsonl"):
@@ -303,25 +363,29 @@ def synthesize(docs: list[dict], tok, cfg: RetrievalConfig, seq_len: int, n_sequ
     bad = [n for n in cfg.lengths if seq_len % n]
     if bad:
         raise IngestError(f"retrieval.lengths {bad} must divide packing.seq_len {seq_len}")
-    counts = {"files": 0, "examples": 0, "answer_tokens": 0, "short_tokens": 0,
+    if per_file < 1:
+        raise IngestError(f"synthesize: per_file must be >= 1, got {per_file}")
+    n_files = -(-n_sequences // per_file)
+    counts = {"files": n_files, "sequences": 0, "examples": 0, "answer_tokens": 0, "short_tokens": 0,
               "per_length": {str(n): 0 for n in cfg.lengths}, "per_kind": {k: 0 for k in cfg.kinds}}
-    init = (docs, tok.to_str(), cfg, seq_len, str(out))
+    init = (docs, tok.to_str(), cfg, seq_len, str(out), n_sequences, per_file, cache)
 
-    def add(r: dict) -> None:
-        counts["files"] += 1
-        counts["examples"] += len(r["kinds"])
-        counts["answer_tokens"] += r["answer_tokens"]
-        counts["short_tokens"] += r["short_tokens"]
-        counts["per_length"][str(r["length"])] += 1
-        for k in r["kinds"]:
-            counts["per_kind"][k] += 1
+    def add(rs: list[dict]) -> None:
+        for r in rs:
+            counts["sequences"] += 1
+            counts["examples"] += len(r["kinds"])
+            counts["answer_tokens"] += r["answer_tokens"]
+            counts["short_tokens"] += r["short_tokens"]
+            counts["per_length"][str(r["length"])] += 1
+            for k in r["kinds"]:
+                counts["per_kind"][k] += 1
         if progress is not None:
-            progress.advance(1, examples=len(r["kinds"]))
+            progress.advance(len(rs), examples=sum(len(r["kinds"]) for r in rs))
 
-    if workers <= 1 or n_sequences < 8:
+    if workers <= 1 or n_files < 2:
         _init_worker(*init)
-        for i in range(n_sequences):
-            add(_write_file(i))
+        for f in range(n_files):
+            add(_write_file(f))
         return counts
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -329,7 +393,7 @@ def synthesize(docs: list[dict], tok, cfg: RetrievalConfig, seq_len: int, n_sequ
     ctx = multiprocessing.get_context("fork")  # the documents are shared, not pickled per task
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
                              initargs=init) as ex:
-        for r in ex.map(_write_file, range(n_sequences), chunksize=8):
+        for r in ex.map(_write_file, range(n_files), chunksize=max(1, 8 // per_file)):
             add(r)
     return counts
 
@@ -376,11 +440,17 @@ def build_with_retrieval(cfg, progress=None, *, sources=None) -> dict:
     synth_dir = Path(cfg.out) / "retrieval-sources"
     if progress is not None:
         progress.start("synthesize", n_synth, "sequences")
-    counts = synthesize(docs, tok, r, cfg.packing.seq_len, n_synth, synth_dir, progress, cfg.workers)
+    # a few files per worker, each holding many sequences (one collection each, named in its rows):
+    # the build's work per source (extract job, caches, encoder call) is paid per file, not per sequence
+    per_file = max(1, -(-n_synth // (16 * max(1, cfg.workers))))
+    t = plain["tokenizer"]
+    bc = BuildCache(root=str(cfg.out), extract=cfg.extract, limits=cfg.limits, fingerprint=t["fingerprint"],
+                    eos_id=t["eos_id"] if t["eos_appended"] else None)
+    counts = synthesize(docs, tok, r, cfg.packing.seq_len, n_synth, synth_dir, progress, cfg.workers, per_file, bc)
     if progress is not None:
         progress.end()
     cfg2 = replace(cfg, tokenizer=replace(cfg.tokenizer, retrain=False))  # reuses the plain version's BPE
-    files = sorted(synth_dir.glob("retrieval-*.jsonl"))  # one collection per file: one whole sequence
+    files = sorted(synth_dir.glob("retrieval-*.jsonl"))  # one collection per sequence: one whole sequence
     final = build_corpus(cfg2, progress, sources=sources + [(str(f), "jsonl", f.stem) for f in files],
                          loss_weights=loss_weights_fn(tok, r))
     summary = {"plain_version": plain["version"], "plain_sequences": n_plain, "synthesized_sequences": n_synth,

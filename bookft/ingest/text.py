@@ -6,7 +6,8 @@ Design choices:
 - Non-UTF-8 text is detected and decoded (cp1252, then latin-1) and the fact is recorded; binary
   content (NUL / control bytes) is skipped with a reason.
 - JSON Lines: one document per line from the first text-like field; bad lines are counted and
-  reported, never fatal.
+  reported, never fatal. A line may name its own collection (`bookft_collection`, a string): one
+  file then holds many collections (synthesized retrieval examples: one per packed sequence).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from bookft.ingest.documents import Document, Entry, ExtractResult, clean_text, 
 
 TEXT_FIELDS = ("text", "plain_text", "opinion", "body", "content", "html_with_citations", "html")
 TITLE_FIELDS = ("title", "case_name", "name", "caption", "id")
+COLLECTION_FIELD = "bookft_collection"  # a JSON line's own collection (else the file's)
 
 
 def text_document(data: bytes, source: str, collection: str, kind: str = "text") -> tuple[Document | None, Entry]:
@@ -89,7 +91,8 @@ def html_document(data: bytes, source: str, collection: str, kind: str = "html")
 
 
 def jsonl_documents(data: bytes, source: str, collection: str, kind: str = "jsonl") -> tuple[list[Document], Entry]:
-    """One document per JSON line with a text field; bad lines reported by number."""
+    """One document per JSON line with a text field (in the line's `bookft_collection` when it names
+    one, else in `collection`); bad lines reported by number."""
     text, note = decode_text(data)
     docs: list[Document] = []
     bad: list[int] = []
@@ -112,9 +115,12 @@ def jsonl_documents(data: bytes, source: str, collection: str, kind: str = "json
         body = obj[field]
         body = html_to_text(body.encode())[0] if field.startswith("html") else clean_text(body)
         title = next((str(obj[f]) for f in TITLE_FIELDS if obj.get(f) not in (None, "")), f"line {i}")
-        meta = {k: v for k, v in obj.items() if k != field and isinstance(v, (str, int, float, bool))}
+        meta = {k: v for k, v in obj.items()
+                if k not in (field, COLLECTION_FIELD) and isinstance(v, (str, int, float, bool))}
         meta["line"] = i
-        docs.append(Document(f"{source}#L{i}", collection, kind, body, title[:200], meta))
+        coll = obj.get(COLLECTION_FIELD)
+        docs.append(Document(f"{source}#L{i}", coll if isinstance(coll, str) and coll else collection, kind,
+                             body, title[:200], meta))
     reasons = [note] if note else []
     if bad:
         reasons.append(f"{len(bad)} line(s) not a JSON object (first: line {bad[0]})")

@@ -177,3 +177,20 @@ def encode_documents(tok: Tokenizer, texts: Iterable[str], eos_id: int | None, b
     for c in counts:  # documents without units after the last batch (empty texts)
         assert c == 0
         yield finish([], [])
+
+
+def encode_source(tok, texts: Iterable[str], eos_id: int | None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One source's documents, as its token cache entry: ids int32 [n] of all documents one after the
+    other, document offsets int64 [d + 1] into them, unit boundaries int64 (per document, offsets in
+    the document) and boundary offsets int64 [d + 1] into those."""
+    ids_l, off_l, b_l, bo_l = [], [0], [], [0]
+    for ids, bnd in encode_documents(tok, texts, eos_id):
+        ids_l.append(ids)
+        off_l.append(off_l[-1] + len(ids))
+        b_l.append(bnd)
+        bo_l.append(bo_l[-1] + len(bnd))
+    return (np.concatenate(ids_l).astype(np.int32, copy=False) if ids_l else np.zeros(0, np.int32),
+            np.array(off_l, np.int64),
+            np.concatenate(b_l).astype(np.int64, copy=False) if b_l else np.zeros(0, np.int64),
+            np.array(bo_l, np.int64))
