@@ -21,7 +21,8 @@ Design choices:
   words counted from one encoding), with the same numbers as encoding each candidate afresh.
 - `questions` > 1 also asks (and answers) the question at random places after the fact, as long as
   the context keeps `min_context` of the example: more answer tokens per example, at shorter
-  distances (what lets a tiny model find the copy at all in its first stage).
+  distances (what lets a tiny model find the copy at all in its first stage); `ask_from` keeps
+  them in the last part of the span after the fact, so the first one still asks from far away.
 - The answers' token spans travel in the JSON line (`bookft_retrieval`: length, spans), and
   `loss_weights_fn` turns it into per-token weights (answer_weight on the answer, context_weight on
   the rest) through build_corpus's loss_weights hook.
@@ -199,7 +200,8 @@ def build_example(tok, rng, pool: _Pool, cfg: RetrievalConfig, kind: str, length
         near = [j for j in range(max(1, m - 12), min(k, m + 12)) if w.word(j - 1).rstrip().endswith((".", "!", "?"))]
         m = min(near, key=lambda j: abs(j - m)) if near and 0 < m < k else m
         # earlier askings go at random word boundaries after the needle
-        later = sorted(int(x) for x in rng.integers(m + 1, k + 1, n_ask)) if m + 1 <= k else []
+        lo = m + 1 + int(cfg.ask_from * (k - m - 1))  # retrieval.ask_from: keep the first asking far
+        later = sorted(int(x) for x in rng.integers(lo, k + 1, n_ask)) if lo <= k else []
         parts = [instruction]
         if m == 0:
             parts += [needle, "" if w.word(0).startswith(" ") else " "]

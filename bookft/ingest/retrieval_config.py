@@ -36,6 +36,9 @@ class RetrievalConfig:
     corpus_weight: float = 1.0
     questions: int = 1  # times the question is asked (and answered); the last one ends the example
     min_context: float = 0.5  # earlier askings stop where they would leave less of the example as context
+    # earlier askings go in the last (1 - ask_from) of the span between the fact and the end, so the
+    # first one still asks from far away (0: anywhere after the fact; later ones copy the nearest)
+    ask_from: float = 0.0
     value_digits: int = 7  # magic_number values (as the eval's needle)
     phrasing: Literal["ruler", "short"] = "ruler"  # magic_number wording: the eval's eval.phrasing
     scrub_digits: bool = True  # drop digits from the text around a magic number (the eval's haystacks
@@ -58,6 +61,8 @@ class RetrievalConfig:
             raise ConfigError("retrieval.answer_weight/context_weight/corpus_weight must be >= 0")
         if not 0.0 < self.min_context <= 1.0:
             raise ConfigError(f"retrieval.min_context is a fraction in (0, 1], got {self.min_context}")
+        if not 0.0 <= self.ask_from < 1.0:
+            raise ConfigError(f"retrieval.ask_from is a fraction in [0, 1), got {self.ask_from}")
         if self.questions < 1:
             raise ConfigError(f"retrieval.questions must be >= 1, got {self.questions}")
         if not 1 <= self.value_digits <= 32:

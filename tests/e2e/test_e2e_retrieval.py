@@ -90,9 +90,31 @@ def test_repeated_questions_are_all_weighted(material):
     assert len(values) == 1 and text.count(values.pop()) == 4  # needle + three answers
 
 
+def test_ask_from_keeps_the_first_asking_far_from_the_fact(material):
+    import re
+
+    docs, tok = material
+    cfg = RetrievalConfig(rate=0.5, questions=4, min_context=0.25, ask_from=0.75)
+    built = [build_example(tok, np.random.default_rng(seed), _Pool(docs), cfg, "magic_number", 1024, seed)
+             for seed in range(8)]
+    built = [b for b in built if b is not None]  # None: a draw whose text cleaning would change
+    assert len(built) >= 4
+    for seed, (text, answers, _n) in enumerate(built):
+        ids = token_char_spans(tok, text)[0]
+        value = tok.decode(ids[answers[-1][0]:answers[-1][1]]).strip()
+        after = text[text.index(value) + len(value):]  # everything after the fact (needle)
+        ask = re.compile(r"What is the special magic number for [\w-]+ mentioned in the provided text\?\n"
+                         r"The special magic number for [\w-]+ mentioned in the provided text is \d+\.?")
+        hits = list(ask.finditer(after))
+        assert len(hits) == len(answers) >= 3  # earlier askings + the final question
+        before_first = len(after[: hits[0].start()].split())
+        context = len(ask.sub(" ", after).split())  # context words after the fact
+        assert before_first >= 0.7 * context, (seed, before_first, context)
+
+
 @pytest.mark.parametrize("bad", [{"rate": 1.0}, {"lengths": [32]}, {"length_shares": [1.0]},
                                  {"kinds": []}, {"context_weight": -1.0},
-                                 {"questions": 0}])
+                                 {"questions": 0}, {"ask_from": 1.0}])
 def test_config_errors(bad):
     with pytest.raises(ConfigError):
         from_dict(RetrievalConfig, bad, "retrieval")
