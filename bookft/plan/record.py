@@ -9,7 +9,9 @@ config knobs that change the program (mlp_chunk, loss_chunk) and the git commit 
 A recorded row may stand for a new compile when topology, length, strategy, remat and those knobs
 match and the train-step code has not changed since the row's commit (`step_unchanged`: git diff
 over the modules the step is built from, minus data-path and decoding files that the compiled
-step never calls).
+step never calls), or since its `same_step_as` commit: a later code version for which the lowered
+StableHLO of the same cell was compared and found identical (a change that leaves this program
+alone, e.g. a feature the config does not use).
 """
 
 from __future__ import annotations
@@ -85,6 +87,7 @@ def timed_cell(cfg, topo, devices, *, seq_len: int, strategy: str, remat: str, o
 
 def timed_plan(cfg, topo, devices, *, seq_len: int, strategy: str, remat: str, overrides=()):
     """(PlanResult, JSON row) of one planned cell."""
+    code = git_head()  # the code the compile starts from (modules are imported on the first plan)
     load0, cpu0, t0 = os.getloadavg()[0], cpu_seconds(), time.perf_counter()
     res = plan_fast(cfg, topo, devices, seq_len=seq_len, strategy=strategy, remat=remat)
     wall, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
@@ -96,12 +99,13 @@ def timed_plan(cfg, topo, devices, *, seq_len: int, strategy: str, remat: str, o
         "opt_state_gib": d.get("opt_state_gib"), "mesh": res.mesh, "step_time_s": res.step_time_s,
         "compile_s": res.compile_s, "wall_s": wall, "cpu_s": cpu, "load_avg_start": load0,
         "load_avg_end": os.getloadavg()[0], "nice": os.nice(0), "error": res.error, "config": cfg.name,
-        "overrides": list(overrides), "code": git_head(), "source": "compiled"}
+        "overrides": list(overrides), "code": code, "source": "compiled"}
 
 
 def reusable(rows, key: tuple) -> dict | None:
-    """The first recorded row with this key whose train-step code is unchanged since its commit."""
+    """The first recorded row with this key whose train-step code is unchanged since its commit (or
+    since `same_step_as`: a later commit whose lowered program was checked to be the same)."""
     for row in rows:
-        if cell_key(row) == key and step_unchanged(row.get("code")):
+        if cell_key(row) == key and step_unchanged(row.get("same_step_as") or row.get("code")):
             return row
     return None
