@@ -2,9 +2,11 @@
 
 Design choices:
 - Phases: resolve sources; extract (pure function per source, process pool of `workers`, results
-  cached per content hash); dedup (exact, by text sha256, first occurrence wins); tokenizer (given,
-  reused from the previous version, or trained); tokenize (per source, cached per fingerprint);
-  pack (pure plan over lengths); write (streamed Arrow) and publish atomically.
+  cached per content hash; in this process when the sources to extract hold under 16 MiB, where a
+  pool's start would cost more than it saves); dedup (exact, by text sha256, first occurrence
+  wins); tokenizer (given, reused from the previous version, or trained); tokenize (per source,
+  cached per fingerprint); pack (pure plan over lengths); write (streamed Arrow) and publish
+  atomically.
 - Streaming: the extraction cache on disk is the document store between phases. A worker writes
   its source's entry itself and returns only the head (no texts), so whole sources never cross
   processes; dedup reads heads only (hashes computed at extraction); tokenize, train and write read
@@ -54,6 +56,35 @@ class NullProgress:
     def start(self, phase: str, total: int | None = None, unit: str = "") -> None: ...
     def advance(self, n: int = 1, **counters) -> None: ...
     def end(self) -> None: ...
+
+
+IN_PROCESS_BYTES = 16 << 20  # extraction of less than this runs in this process: starting a worker pool
+#                              (a fresh interpreter that imports the command line first) takes longer
+
+
+def _small(paths: list[str], limit: int = IN_PROCESS_BYTES) -> bool:
+    """The files at `paths` (folders walked, .git skipped) hold fewer than `limit` bytes in all."""
+    total = 0
+    for path in paths:
+        p = Path(path)
+        try:
+            if p.is_file():
+                total += p.stat().st_size
+            else:
+                for dirpath, dirs, names in os.walk(p):
+                    dirs[:] = [d for d in dirs if d != ".git"]
+                    for n in names:
+                        try:
+                            total += os.lstat(os.path.join(dirpath, n)).st_size
+                        except OSError:
+                            pass
+                    if total >= limit:
+                        return False
+        except OSError:
+            pass
+        if total >= limit:
+            return False
+    return True
 
 
 def _pool_map(fn, args: list, workers: int):
@@ -140,8 +171,9 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
     cache.extract_misses = len(todo)
     progress.start("extract", len(jobs), "sources")
     progress.advance(len(jobs) - len(todo))
+    workers = cfg.workers if not _small([jobs[i].path for i in todo]) else 0
     for j, head in _pool_map(_extract_to_cache, [(jobs[i], cache.root, keys[i], hashes[i]) for i in todo],
-                             cfg.workers):
+                             workers):
         cache.remember(keys[todo[j]], head)
         progress.advance(1, pages=head["stats"].get("pages", 0), chars=sum(d["n_chars"] for d in head["documents"]))
     progress.end()

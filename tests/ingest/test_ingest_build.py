@@ -253,3 +253,25 @@ def test_tokenizer_reused_unless_retrain(tmp_path):
     fresh = build_corpus(_cfg(tmp_path / "fresh"), sources=two)
     assert retrained["tokenizer"]["fingerprint"] == fresh["tokenizer"]["fingerprint"]
     assert retrained["data_hash"] == fresh["data_hash"]
+
+
+def test_small_sources_are_extracted_without_a_pool(tmp_path, monkeypatch):
+    from bookft.ingest import build
+
+    (tmp_path / "a.txt").write_bytes(b"x" * 100)
+    d = tmp_path / "d"
+    (d / ".git").mkdir(parents=True)
+    (d / "b.txt").write_bytes(b"y" * 50)
+    (d / ".git" / "pack").write_bytes(b"z" * 1000)  # not counted
+    both = [str(tmp_path / "a.txt"), str(d)]
+    assert build._small(both, limit=151) and not build._small(both, limit=150)
+    assert build._small([str(tmp_path / "missing")], limit=1)
+
+    def no_pool(*a, **k):
+        raise AssertionError("a worker pool was started for a few kilobytes of sources")
+
+    monkeypatch.setattr(build, "ProcessPoolExecutor", no_pool)
+    cfg = from_dict(IngestConfig, {"out": str(tmp_path / "o"), "workers": 2, "tokenizer": {"vocab_size": 300},
+                                   "packing": {"seq_len": 256}})
+    m = build_corpus(cfg, sources=[(str(_sources(tmp_path)), "auto", None)])
+    assert m["work"]["extracted"] >= 5
