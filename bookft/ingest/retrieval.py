@@ -116,6 +116,8 @@ def _magic(rng, pool: _Pool, cfg: RetrievalConfig, seed: int):
     from bookft.eval.tasks import make_task
 
     depth_percent = float(rng.uniform(0, 100))
+    if cfg.edge_depth and rng.random() < cfg.edge_depth:  # retrieval.edge_depth (no draw when 0)
+        depth_percent = 0.0 if rng.random() < 0.5 else 100.0
     key = (cfg.value_digits, cfg.phrasing, seed)
     task = _TASK.get(key)
     if task is None:  # the task depends on the seed only; the depth is just passed through
@@ -201,7 +203,9 @@ def build_example(tok, rng, pool: _Pool, cfg: RetrievalConfig, kind: str, length
         m = min(near, key=lambda j: abs(j - m)) if near and 0 < m < k else m
         # earlier askings go at random word boundaries after the needle
         lo = m + 1 + int(cfg.ask_from * (k - m - 1))  # retrieval.ask_from: keep the first asking far
-        later = sorted(int(x) for x in rng.integers(lo, k + 1, n_ask)) if lo <= k else []
+        # never before word k (the end): that asking would run into the final question ("\n\n\n\n",
+        # which cleaning changes), and the whole attempt would be discarded
+        later = sorted(int(x) for x in rng.integers(lo, k, n_ask)) if lo < k else []
         parts = [instruction]
         if m == 0:
             parts += [needle, "" if w.word(0).startswith(" ") else " "]

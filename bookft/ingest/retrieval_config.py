@@ -39,6 +39,10 @@ class RetrievalConfig:
     # earlier askings go in the last (1 - ask_from) of the span between the fact and the end, so the
     # first one still asks from far away (0: anywhere after the fact; later ones copy the nearest)
     ask_from: float = 0.0
+    # share of magic_number examples whose needle sits at an edge of the context (depth 0 or 100%,
+    # half each): a uniform depth almost never puts it right after the instruction, where the
+    # eval's depth-0 cell does
+    edge_depth: float = 0.0
     value_digits: int = 7  # magic_number values (as the eval's needle)
     phrasing: Literal["ruler", "short"] = "ruler"  # magic_number wording: the eval's eval.phrasing
     scrub_digits: bool = True  # drop digits from the text around a magic number (the eval's haystacks
@@ -61,6 +65,8 @@ class RetrievalConfig:
             raise ConfigError("retrieval.answer_weight/context_weight/corpus_weight must be >= 0")
         if not 0.0 < self.min_context <= 1.0:
             raise ConfigError(f"retrieval.min_context is a fraction in (0, 1], got {self.min_context}")
+        if not 0.0 <= self.edge_depth <= 1.0:
+            raise ConfigError(f"retrieval.edge_depth is a fraction in [0, 1], got {self.edge_depth}")
         if not 0.0 <= self.ask_from < 1.0:
             raise ConfigError(f"retrieval.ask_from is a fraction in [0, 1), got {self.ask_from}")
         if self.questions < 1:

@@ -112,9 +112,21 @@ def test_ask_from_keeps_the_first_asking_far_from_the_fact(material):
         assert before_first >= 0.7 * context, (seed, before_first, context)
 
 
+def test_edge_depth_puts_needles_at_the_edges(material):
+    from bookft.ingest.retrieval import _magic
+
+    docs, _ = material
+    depths = [_magic(np.random.default_rng(s), _Pool(docs), RetrievalConfig(rate=0.5, edge_depth=0.5), 1)[2]
+              for s in range(200)]
+    edges = sum(d in (0.0, 1.0) for d in depths)
+    assert 70 <= edges <= 130 and 0.0 in depths and 1.0 in depths  # about half
+    plain = [_magic(np.random.default_rng(s), _Pool(docs), RetrievalConfig(rate=0.5), 1)[2] for s in range(50)]
+    assert not any(d in (0.0, 1.0) for d in plain)
+
+
 @pytest.mark.parametrize("bad", [{"rate": 1.0}, {"lengths": [32]}, {"length_shares": [1.0]},
                                  {"kinds": []}, {"context_weight": -1.0},
-                                 {"questions": 0}, {"ask_from": 1.0}])
+                                 {"questions": 0}, {"ask_from": 1.0}, {"edge_depth": 1.5}])
 def test_config_errors(bad):
     with pytest.raises(ConfigError):
         from_dict(RetrievalConfig, bad, "retrieval")
