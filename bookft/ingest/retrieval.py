@@ -50,6 +50,7 @@ PASSAGE_INSTRUCTION = ("Read the following text carefully. I will ask you to com
                        "sentences afterwards.\n")
 CODE_INSTRUCTION = "Read the following code. I will ask you for the signature of one of its functions.\n"
 _NO_DIGITS = re.compile(r"[ \t]*\d[\d.,:/-]*")  # a number and the blanks before it
+_BLANK_RUNS = re.compile(r"\n{3,}")
 _SENT_END = re.compile(r"[.!?][\"')\]]*\s")
 _DEF = re.compile(r"^[ \t]*((?:async\s+)?def\s+([A-Za-z_]\w*)\s*\([^\n]*\)[^\n]*:)[ \t]*$", re.M)
 
@@ -190,7 +191,9 @@ def build_example(tok, rng, pool: _Pool, cfg: RetrievalConfig, kind: str, length
     fixed = fixed0 + n_ask * count_tokens(tok, asked)
     # Words of a window ("w0", " w1", " w2", ...): cut before a space, each is its own pre-token run,
     # so their token counts add up (Words cuts and encodes the window once, only as far as needed).
-    w = Words(tok.tok, window(rng, (budget - fixed) * 16).strip())
+    # (runs of blank lines, as between the functions of code, shrunk to one: the cleaned text has no
+    # longer ones, and an example that cleaning would change is discarded)
+    w = Words(tok.tok, _BLANK_RUNS.sub("\n\n", window(rng, (budget - fixed) * 16)).strip())
     target, best = budget - fixed, None
     for _ in range(5):
         counts = w.counts_upto(target)  # running totals, at least through the words that fit

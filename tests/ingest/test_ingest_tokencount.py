@@ -113,3 +113,15 @@ def test_build_reads_synthesized_examples_from_filled_caches(tmp_path, monkeypat
     assert cold["work"]["extracted"] == n_files and cold["work"]["tokenized"] == n_files
     assert filled["data_hash"] == again["data_hash"] == cold["data_hash"]
     assert filled["counts"]["sequences"] == cold["counts"]["sequences"]
+
+
+def test_examples_from_code_with_blank_line_runs_are_not_discarded(tok):
+    from bookft.ingest.retrieval_config import RetrievalConfig
+
+    gen = essay_sentences(2)
+    code = "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" + next(gen).strip() + "\n\n\n" for i in range(80))
+    pool = R._Pool([{"text": code, "kind": "code"}])
+    cfg = RetrievalConfig(rate=0.5, questions=4, min_context=0.25, ask_from=0.75, phrasing="short")
+    for seed in range(6):  # before: an asking drawn at the very end, or a blank-line run, discarded it
+        ex = R.build_example(tok, np.random.default_rng(seed), pool, cfg, "magic_number", 1024, seed)
+        assert ex is not None and "\n\n\n" not in ex[0] and len(ex[1]) >= 2 and ex[2] <= 1023
