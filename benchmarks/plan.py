@@ -1,8 +1,9 @@
 """`bookft plan` at scale: Llama-3.1-8B (preset shape) on v5p-128 and v5p-512, AOT on this host.
 
-    python benchmarks/plan.py                                   # peaks at 1M and 4M, ring + usp, full remat
+    python benchmarks/plan.py                                   # peaks at 1M and 4M, ring + usp, offload_input
     python benchmarks/plan.py --strategies ring,usp,allgather,ulysses --max-seq-len
     python benchmarks/plan.py --topologies v5p-128 --seq-lens 1048576 --remats full,offload
+    python benchmarks/plan.py --topologies v5p-128 --strategies ring --max-seq-len --start 16777216
 
 Per cell: per-chip peak HBM, temporaries, fits, compile time; with --max-seq-len the longest
 sequence that fits per strategy (doubling, then bisection). MaxText 0.2.5 figures on the same AOT

@@ -2,7 +2,7 @@
 --aot) per-chip peak HBM + compile time of the Llama-3.1-8B train step for TPU v5p-128.
 
     python benchmarks/train.py                 # CPU: 4 and 8 devices x strategies
-    python benchmarks/train.py --aot --seq-lens 1048576,4194304 --strategies ring,usp --remats full,offload
+    python benchmarks/train.py --aot           # 8B on v5p-128: 1M and 4M x remat policies x ring/usp/allgather
 
 Each CPU cell runs in its own process (the simulated device count is fixed at start-up), compiles
 once, then times `--steps` steps of random tokens. Writes benchmarks/results/train.json.
