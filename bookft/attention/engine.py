@@ -25,6 +25,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from bookft.attention.kernel_xla import NEG, _scan
+from bookft.errors import AttentionError
 
 F32 = jnp.float32
 SKIP, FULL, DIAG = 0, 1, 2
@@ -46,15 +47,8 @@ def _relation(qid, kid, qlo, qhi, klo, khi, causal: bool, c: int = 0, window: in
     return jnp.where(overlap, rel, SKIP).astype(jnp.int32)
 
 
-def _window_kw(qid, kid, c: int, window: int) -> dict:
-    """Kernel keywords for a sliding window: the pair's global offset (traced) and W; none without."""
-    return {"offset": (qid - kid) * c, "window": window} if window else {}
-
-
 def check_window(causal: bool, window: int) -> None:
     if window and not causal:
-        from bookft.errors import AttentionError
-
         raise AttentionError(f"a sliding window ({window}) needs causal attention")
 
 
@@ -96,7 +90,7 @@ def accumulate_fwd(kernel, causal, c, q, qseg, qids, k, v, kseg, kids, o_acc, ls
 
             def run(_):
                 o_p, l_p = kernel.fwd(qi, kj, vj, qsi, ksj, causal=_diag(rel, causal),
-                                      **_window_kw(qids[i], kids[j], c, window))
+                                      offset=(qids[i] - kids[j]) * c, window=window)
                 return merge(oi, li, o_p, l_p)
 
             rel = _relation(qids[i], kids[j], qlo[:, i], qhi[:, i], klo[:, j], khi[:, j], causal, c, window)
@@ -128,7 +122,7 @@ def accumulate_bwd(kernel, causal, c, q, qseg, qids, k, v, kseg, kids, o, lse, d
 
             def run(_):
                 g_q, g_k, g_v = kernel.bwd(qi, kj, vj, qsi, ksj, oi, li, doi, causal=_diag(rel, causal),
-                                           **_window_kw(qids[i], kids[j], c, window))
+                                           offset=(qids[i] - kids[j]) * c, window=window)
                 return dqi + g_q, dk + g_k, dv + g_v
 
             rel = _relation(qids[i], kids[j], qlo[:, i], qhi[:, i], klo[:, j], khi[:, j], causal, c, window)

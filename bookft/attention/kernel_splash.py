@@ -27,6 +27,8 @@ import numpy as np
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as sk
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as sm
 
+from bookft.errors import AttentionError
+
 LANES = 128  # splash needs kv blocks that are multiples of the TPU lane width
 
 
@@ -91,8 +93,6 @@ class SplashKernel:
     @staticmethod
     def _no_window(window: int) -> None:
         if window:
-            from bookft.errors import AttentionError
-
             raise AttentionError(
                 f"sliding-window attention (window {window}) is not available with the splash kernel; "
                 "use attention.kernel: xla for models with sliding-window layers"

@@ -153,6 +153,7 @@ class Decoder(nnx.Module):
         cos, sin = rope_cos_sin(config, positions)
 
         windows = config.layer_windows  # static per layer; mixed local/global layers are unrolled
+        scanned = config.scan_layers and len(set(windows)) == 1
 
         def make_body(window):
             def body(x, p):
@@ -161,11 +162,11 @@ class Decoder(nnx.Module):
 
             if config.remat != "none":
                 body = jax.checkpoint(body, policy=L.remat_policy(config.remat),
-                                      prevent_cse=not (config.scan_layers and len(set(windows)) == 1))
+                                      prevent_cse=not scanned)
             return body
 
         stacked = self.layers.arrays()
-        if config.scan_layers and len(set(windows)) == 1:
+        if scanned:
             x, kv = jax.lax.scan(make_body(windows[0]), x, stacked)
         else:
             bodies = {w: make_body(w) for w in set(windows)}
