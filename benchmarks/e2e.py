@@ -115,6 +115,7 @@ def collect(out: str, run_dir: str, note: str) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--set", action="append", default=[], help="run config override a.b=value")
+    ap.add_argument("--ingest-set", action="append", default=[], help="corpus config override a.b=value")
     ap.add_argument("--out", default="quickstart-out")
     ap.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "e2e.json"))
     ap.add_argument("--collect", metavar="NOTE", help="write the figures an interrupted run left (no run)")
@@ -131,7 +132,7 @@ def main() -> None:
 
     console = Console()
     t0 = time.perf_counter()
-    got = run_quickstart(out=args.out, overrides=args.set, console=console)
+    got = run_quickstart(out=args.out, overrides=args.set, ingest_overrides=args.ingest_set, console=console)
     wall = time.perf_counter() - t0
     t = Table(title=f"bookft e2e default loop: {wall:.0f} s wall")
     t.add_column("stage")
@@ -144,7 +145,7 @@ def main() -> None:
     cfg = load_run_config(None, args.set)
     result = {
         "benchmark": "e2e", "machine": machine(), "command": "python benchmarks/e2e.py "
-        + " ".join(f"--set {s}" for s in args.set), "wall_s": round(wall, 1), **got,
+        + " ".join([f"--ingest-set {s}" for s in args.ingest_set] + [f"--set {s}" for s in args.set]), "wall_s": round(wall, 1), **got,
         "train_tokens_per_s": got["train"]["tokens_per_s"],
         "config": {"curriculum": [vars(s) for s in cfg.train.curriculum], "batch_size": cfg.data.batch_size,
                    "model": {k: getattr(cfg.model, k) for k in ("num_layers", "hidden_size", "num_heads",

@@ -1,17 +1,12 @@
 """Attention: local kernels (splash, xla, reference) wrapped by context-parallel strategies
 (local, allgather, ulysses, ring, usp). Entry point: `make_attention`; see api.py."""
 
-from bookft.attention.api import KERNELS, STRATEGIES, make_attention
-from bookft.attention.balance import load_balance, unbalance
-from bookft.attention.kernel_reference import dense_attention
-from bookft.errors import AttentionError
+from bookft._lazy import lazy
 
-__all__ = [
-    "KERNELS",
-    "STRATEGIES",
-    "AttentionError",
-    "dense_attention",
-    "load_balance",
-    "make_attention",
-    "unbalance",
-]
+# public name -> defining module, imported on first use (bookft/_lazy.py)
+__getattr__, __dir__, __all__ = lazy(__name__, {
+    "bookft.attention.api": ["KERNELS", "STRATEGIES", "make_attention"],
+    "bookft.attention.balance": ["load_balance", "unbalance"],
+    "bookft.attention.kernel_reference": ["dense_attention"],
+    "bookft.errors": ["AttentionError"],
+})

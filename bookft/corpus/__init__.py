@@ -3,7 +3,10 @@
 Public API: `open_corpus(path) -> Corpus`, `pack(...)` (pure packing plan), `expand_segments`.
 """
 
-from bookft.corpus.packing import PackPlan, Piece, expand_segments, pack
-from bookft.corpus.reader import Corpus, open_corpus
+from bookft._lazy import lazy
 
-__all__ = ["Corpus", "open_corpus", "pack", "PackPlan", "Piece", "expand_segments"]
+# public name -> defining module, imported on first use (bookft/_lazy.py)
+__getattr__, __dir__, __all__ = lazy(__name__, {
+    "bookft.corpus.packing": ["PackPlan", "Piece", "expand_segments", "pack"],
+    "bookft.corpus.reader": ["Corpus", "open_corpus"],
+})

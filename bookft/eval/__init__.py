@@ -4,11 +4,13 @@ Library entry: `run_niah(model, tokenizer, settings) -> results dict`, then
 `write_report(results, out_dir)`; `compare_reports(a, b, out_dir)` draws two runs side by side.
 """
 
-from bookft.eval.config import EvalConfig
-from bookft.eval.report import compare_reports, load_results, print_summary, write_report
-from bookft.eval.runner import effective_length, run_niah
-from bookft.eval.scoring import string_match_all
-from bookft.eval.tokenizer import EvalTokenizer
+from bookft._lazy import lazy
 
-__all__ = ["EvalConfig", "EvalTokenizer", "compare_reports", "effective_length", "load_results",
-           "print_summary", "run_niah", "string_match_all", "write_report"]
+# public name -> defining module, imported on first use (bookft/_lazy.py)
+__getattr__, __dir__, __all__ = lazy(__name__, {
+    "bookft.eval.config": ["EvalConfig"],
+    "bookft.eval.report": ["compare_reports", "load_results", "print_summary", "write_report"],
+    "bookft.eval.runner": ["effective_length", "run_niah"],
+    "bookft.eval.scoring": ["string_match_all"],
+    "bookft.eval.tokenizer": ["EvalTokenizer"],
+})

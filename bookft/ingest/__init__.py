@@ -4,10 +4,12 @@ Public API: `IngestConfig`, `build_corpus(config) -> manifest`, `extract(job)` (
 function), `resolve_sources`, `train_bpe`, `load_tokenizer`.
 """
 
-from bookft.ingest.build import build_corpus
-from bookft.ingest.config import IngestConfig
-from bookft.ingest.sources import ExtractJob, extract, resolve_sources
-from bookft.ingest.tokenize import load_tokenizer, train_bpe
+from bookft._lazy import lazy
 
-__all__ = ["IngestConfig", "build_corpus", "ExtractJob", "extract", "resolve_sources", "load_tokenizer",
-           "train_bpe"]
+# public name -> defining module, imported on first use (bookft/_lazy.py)
+__getattr__, __dir__, __all__ = lazy(__name__, {
+    "bookft.ingest.build": ["build_corpus"],
+    "bookft.ingest.config": ["IngestConfig"],
+    "bookft.ingest.sources": ["ExtractJob", "extract", "resolve_sources"],
+    "bookft.ingest.tokenize": ["load_tokenizer", "train_bpe"],
+})

@@ -1,18 +1,16 @@
 """bookft.model: a Flax NNX Llama-family decoder, HF checkpoint load/save, RoPE scalings, LoRA."""
 
-from bookft.model.axes import constrain, use_rules
-from bookft.model.config import LoraConfig, ModelConfig, RopeConfig
-from bookft.model.decoder import Decoder, EmbedParam, LoraParam, NormParam, abstract_model, init_model
-from bookft.model.flops import flops_per_token
-from bookft.model.generate import forward_logits, generate_greedy
-from bookft.model.hf_config import config_from_hf, config_to_hf
-from bookft.model.hf_io import load_hf, read_hf_config, save_hf
-from bookft.model.layers import reference_attention
-from bookft.model.lora import merge_lora, trainable_filter, trainable_mask
+from bookft._lazy import lazy
 
-__all__ = [
-    "Decoder", "EmbedParam", "LoraConfig", "LoraParam", "ModelConfig", "NormParam", "RopeConfig",
-    "abstract_model", "config_from_hf", "config_to_hf", "constrain", "flops_per_token", "forward_logits",
-    "generate_greedy", "init_model", "load_hf", "merge_lora", "read_hf_config", "reference_attention",
-    "save_hf", "trainable_filter", "trainable_mask", "use_rules",
-]
+# public name -> defining module, imported on first use (bookft/_lazy.py)
+__getattr__, __dir__, __all__ = lazy(__name__, {
+    "bookft.model.axes": ["constrain", "use_rules"],
+    "bookft.model.config": ["LoraConfig", "ModelConfig", "RopeConfig"],
+    "bookft.model.decoder": ["Decoder", "EmbedParam", "LoraParam", "NormParam", "abstract_model", "init_model"],
+    "bookft.model.flops": ["flops_per_token"],
+    "bookft.model.generate": ["forward_logits", "generate_greedy"],
+    "bookft.model.hf_config": ["config_from_hf", "config_to_hf"],
+    "bookft.model.hf_io": ["load_hf", "read_hf_config", "save_hf"],
+    "bookft.model.layers": ["reference_attention"],
+    "bookft.model.lora": ["merge_lora", "trainable_filter", "trainable_mask"],
+})

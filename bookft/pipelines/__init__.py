@@ -4,18 +4,13 @@ Public API: `run_pipeline(path) -> (exit code, run record)`, `load_pipeline(path
 `Lease` (pin a corpus version while reading it), exit codes `EXIT_*`.
 """
 
-from bookft.pipelines.config import PipelineConfig, load_pipeline
-from bookft.pipelines.cron import parse_cron
-from bookft.pipelines.lock import Lease, RunLock
-from bookft.pipelines.runner import (
-    EXIT_CONFIG,
-    EXIT_FAILED,
-    EXIT_LOCKED,
-    EXIT_OK,
-    EXIT_PARTIAL,
-    EXIT_POST_FAILED,
-    run_pipeline,
-)
+from bookft._lazy import lazy
 
-__all__ = ["PipelineConfig", "load_pipeline", "parse_cron", "Lease", "RunLock", "run_pipeline", "EXIT_OK",
-           "EXIT_FAILED", "EXIT_CONFIG", "EXIT_LOCKED", "EXIT_PARTIAL", "EXIT_POST_FAILED"]
+# public name -> defining module, imported on first use (bookft/_lazy.py)
+__getattr__, __dir__, __all__ = lazy(__name__, {
+    "bookft.pipelines.config": ["PipelineConfig", "load_pipeline"],
+    "bookft.pipelines.cron": ["parse_cron"],
+    "bookft.pipelines.lock": ["Lease", "RunLock"],
+    "bookft.pipelines.runner": ["EXIT_CONFIG", "EXIT_FAILED", "EXIT_LOCKED", "EXIT_OK", "EXIT_PARTIAL",
+                                 "EXIT_POST_FAILED", "run_pipeline"],
+})
