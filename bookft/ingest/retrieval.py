@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import re
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -170,6 +171,8 @@ def build_example(tok, rng, pool: _Pool, cfg: RetrievalConfig, kind: str, length
     """(text, answers [(start, end) tokens], tokens) with tokens == length - 1 (room for the EOS),
     or a little less; the last answer ends the example."""
     spec = None
+    if cfg.edge_depth and length < cfg.edge_from:  # retrieval.edge_from: edge needles in long examples only
+        cfg = dataclasses.replace(cfg, edge_depth=0.0)
     for _ in range(20):
         spec = KINDS[kind](rng, pool, cfg, seed)
         if spec is not None:

@@ -43,6 +43,9 @@ class RetrievalConfig:
     # half each): a uniform depth almost never puts it right after the instruction, where the
     # eval's depth-0 cell does
     edge_depth: float = 0.0
+    # ... only in examples of at least this many tokens (0: all): keeps the short examples, where a
+    # small model first finds the copy, as they are (edge needles there stalled that in two runs)
+    edge_from: int = 0
     value_digits: int = 7  # magic_number values (as the eval's needle)
     phrasing: Literal["ruler", "short"] = "ruler"  # magic_number wording: the eval's eval.phrasing
     scrub_digits: bool = True  # drop digits from the text around a magic number (the eval's haystacks
@@ -67,6 +70,8 @@ class RetrievalConfig:
             raise ConfigError(f"retrieval.min_context is a fraction in (0, 1], got {self.min_context}")
         if not 0.0 <= self.edge_depth <= 1.0:
             raise ConfigError(f"retrieval.edge_depth is a fraction in [0, 1], got {self.edge_depth}")
+        if self.edge_from < 0:
+            raise ConfigError(f"retrieval.edge_from is a length in tokens (>= 0), got {self.edge_from}")
         if not 0.0 <= self.ask_from < 1.0:
             raise ConfigError(f"retrieval.ask_from is a fraction in [0, 1), got {self.ask_from}")
         if self.questions < 1:

@@ -124,9 +124,27 @@ def test_edge_depth_puts_needles_at_the_edges(material):
     assert not any(d in (0.0, 1.0) for d in plain)
 
 
+def test_edge_from_keeps_short_examples_uniform(material, monkeypatch):
+    import bookft.ingest.retrieval as retrieval
+
+    docs, tok = material
+    seen = []
+
+    def spy(rng, pool, cfg, seed):
+        seen.append(cfg.edge_depth)
+        return real(rng, pool, cfg, seed)
+
+    real = retrieval.KINDS["magic_number"]
+    monkeypatch.setitem(retrieval.KINDS, "magic_number", spy)
+    cfg = RetrievalConfig(rate=0.5, edge_depth=1.0, edge_from=512)
+    for length in (256, 1024):
+        build_example(tok, np.random.default_rng(0), _Pool(docs), cfg, "magic_number", length, 0)
+    assert seen == [0.0, 1.0]
+
+
 @pytest.mark.parametrize("bad", [{"rate": 1.0}, {"lengths": [32]}, {"length_shares": [1.0]},
                                  {"kinds": []}, {"context_weight": -1.0},
-                                 {"questions": 0}, {"ask_from": 1.0}, {"edge_depth": 1.5}])
+                                 {"questions": 0}, {"ask_from": 1.0}, {"edge_depth": 1.5}, {"edge_from": -1}])
 def test_config_errors(bad):
     with pytest.raises(ConfigError):
         from_dict(RetrievalConfig, bad, "retrieval")
