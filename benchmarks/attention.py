@@ -275,8 +275,9 @@ def run_balance(S=1 << 20, n_rows=8):
     rng = np.random.default_rng(0)
     cases = [("causal", [np.ones(S, np.int32)], (8, 16, 64), 512)]
     cases.append(("books 50K-500K (log-uniform) in 1M rows", book_rows(S, n_rows, rng), (8, 16, 64), 512))
-    cases.append(("books 50K-500K, splash granularity", book_rows(S, n_rows, np.random.default_rng(1)),
-                  (8, 16, 64), 4096))
+    splash_rows = book_rows(S, n_rows, np.random.default_rng(1))
+    for chunk in (4096, 2048, 1024):  # attention.max_chunk: splash skips whole chunk pairs only
+        cases.append((f"books 50K-500K, splash, max_chunk {chunk}", splash_rows, (8, 16, 64), chunk))
     cases.append(("packed books (lognormal, mean 200K)", [packed_books(S, rng) for _ in range(n_rows)],
                   (8, 16, 64), 512))
     try:
@@ -296,8 +297,8 @@ def run_balance(S=1 << 20, n_rows=8):
     _table("Load balance: non-empty q x kv blocks per device, max/mean (worst row)",
            ["corpus", "cp", "block", "plain", "zig-zag", "arranged+zig-zag", "total work vs zz",
             "busiest dev vs zz"], table)
-    _save("balance", {"config": {"block_note": "512 = xla block; 4096 = the engine's sub-chunk, where "
-                                               "splash skips; min_piece = block",
+    _save("balance", {"config": {"block_note": "512 = xla block; splash rows: the engine's chunk "
+                                               "(attention.max_chunk), where splash skips; min_piece = block",
                                  "metric": "per row, per device: non-empty causal & same-segment-range "
                                            "q x kv blocks; max/mean is the worst row's",
                                  "arranged": "bookft.attention.balance.arrange_documents then zig-zag",

@@ -14,7 +14,7 @@ Registries are dicts; each strategy module has `validate(spec)` (mesh checks, at
 from __future__ import annotations
 
 from bookft.attention import allgather, local, ring, ulysses, usp
-from bookft.attention.common import Spec
+from bookft.attention.common import MAX_CHUNK, Spec
 from bookft.attention.kernel_reference import ReferenceKernel
 from bookft.attention.kernel_splash import SplashKernel
 from bookft.attention.kernel_xla import XlaKernel
@@ -51,6 +51,7 @@ def make_attention(
     block_q: int = 512,
     block_kv: int = 512,
     scale: float | None = None,
+    max_chunk: int = MAX_CHUNK,
 ):
     """-> attend(q, k, v, segment_ids, positions). Raises AttentionError for bad names or meshes."""
     if strategy not in STRATEGIES:
@@ -64,6 +65,9 @@ def make_attention(
         )
     if block_q <= 0 or block_kv <= 0:
         raise AttentionError(f"attention block sizes must be positive, got {block_q=}, {block_kv=}")
+    if max_chunk < max(block_q, block_kv):
+        raise AttentionError(f"attention.max_chunk ({max_chunk}) must be at least the block sizes "
+                             f"({block_q=}, {block_kv=})")
     if strategy == "local":
         mesh = None
     present = tuple(a for a in batch_axes if mesh is not None and a in mesh.axis_names)
@@ -78,6 +82,7 @@ def make_attention(
         causal=causal,
         load_balanced=load_balanced,
         scale=scale,
+        max_chunk=max_chunk,
     )
     module = STRATEGIES[strategy]
     module.validate(spec)

@@ -39,8 +39,10 @@ mask; this keeps the index-based mask every kernel already has):
   zig-zagged document of its own.
 - Measured (benchmarks/results/attention.json, 512-token blocks, 1M-token rows of 50K-500K books):
   worst row max/mean 1.004 / 1.010 / 1.049 at cp 8 / 16 / 64 (zig-zag alone 2.7-2.9), the same
-  total work, and 0.58-0.65 of zig-zag's busiest-device work. At splash's 4K granularity a chunk
-  holds only 8 (cp 16) or 2 (cp 64) blocks and whole blocks cannot split documents finely enough.
+  total work, and 0.58-0.65 of zig-zag's busiest-device work. Splash skips whole chunk pairs only
+  (`attention.max_chunk`, default 4096): there the worst row is 1.05 / 1.39 / 2.57; with max_chunk
+  1024 it is 1.011 / 1.027 / 1.65 (a cp-64 chunk of 8K then holds 8 pieces, too few to split
+  documents evenly); 512 gives the xla figures above, at 4x the kernel calls of 1024.
 - Several rows on one device: kernel_xla and the engine skip a block only when no row needs it, so
   per-row balance is what matters only with one row per device (the long-context case).
 - Segment ids are renumbered by first appearance in the arranged row, so ids rise along each chunk

@@ -4,7 +4,7 @@ Design choices:
 - `Spec` is frozen and built once by make_attention; strategies are functions of it.
 - Checks raise AttentionError at trace time (shapes are known only then), before any compile.
 - Chunking: the sequence is cut into 2*cp chunks (the zig-zag unit; cp in plain order), each cut into `sub` sub-chunks
-  so that a chunk pair stays at most MAX_CHUNK tokens: the per-pair temporaries (layout transposes,
+  so that a chunk pair stays at most `max_chunk` tokens (attention.max_chunk, default MAX_CHUNK): the per-pair temporaries (layout transposes,
   fp32 kernel outputs, merges) scale with the chunk, not with S/cp, and splash mask metadata stays
   small, even for the local or ulysses strategies that see the whole sequence.
 - shard_map runs with check_vma=False (splash's Pallas call needs it). On a mesh with Explicit axes
@@ -25,7 +25,7 @@ from jax.sharding import PartitionSpec as P
 from bookft.attention.balance import chunks_per_shard
 from bookft.errors import AttentionError
 
-MAX_CHUNK = 4096  # ring 128K on v5p:2x2x1: 4.09 GiB temp per chip with 16K chunks, 2.34 with 4K
+MAX_CHUNK = 4096  # default attention.max_chunk; ring 128K on v5p:2x2x1: 4.09 GiB temp per chip with 16K chunks, 2.34 with 4K
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,8 @@ class Spec:
     causal: bool
     load_balanced: bool
     scale: float | None
+    # largest chunk of a kernel call; splash skips cross-document work only at this granularity
+    max_chunk: int = MAX_CHUNK
 
     def size(self, axis: str) -> int:
         return int(self.mesh.shape[axis]) if self.mesh is not None else 1
@@ -81,7 +83,7 @@ def check_inputs(spec: Spec, q, k, v, segment_ids, cp: int) -> None:
 def chunking(spec: Spec, seq_len: int, cp: int) -> tuple[int, int]:
     """-> (sub, chunk): each of the n*cp layout chunks is cut into `sub` chunks of `chunk` tokens."""
     sub, chunk = 1, seq_len // (chunks_per_shard(spec.load_balanced) * cp)
-    while chunk > MAX_CHUNK and chunk % 2 == 0 and spec.kernel.check_chunk(chunk // 2) is None:
+    while chunk > spec.max_chunk and chunk % 2 == 0 and spec.kernel.check_chunk(chunk // 2) is None:
         sub, chunk = sub * 2, chunk // 2
     problem = spec.kernel.check_chunk(chunk)
     if problem:

@@ -43,7 +43,8 @@ def make_attend(attention_cfg: Any | None, mesh=None):
     strategy = attention_cfg.strategy if mesh is not None and context_degree(mesh) > 1 else "local"
     return make_attention(strategy, attention_cfg.kernel, mesh, causal=True,
                           load_balanced=bool(attention_cfg.load_balance) and strategy != "local",
-                          block_q=attention_cfg.block_q, block_kv=attention_cfg.block_kv)
+                          block_q=attention_cfg.block_q, block_kv=attention_cfg.block_kv,
+                          max_chunk=attention_cfg.max_chunk)
 
 
 def attention_and_layout(attention_cfg: Any | None, mesh=None, per_octave: int = 4):

@@ -44,7 +44,7 @@ def make_attend(cfg: RunConfig, mesh):
     if strategy != "local" and context_degree(mesh) == 1:
         strategy = "local"  # nothing to split: the same kernel on the whole sequence
     return make_attention(strategy, a.kernel, mesh, causal=a.causal, load_balanced=a.load_balance,
-                          block_q=a.block_q, block_kv=a.block_kv), strategy
+                          block_q=a.block_q, block_kv=a.block_kv, max_chunk=a.max_chunk), strategy
 
 
 def check_seq_len(cfg: RunConfig, mesh, row_len: int, strategy: str) -> None:
@@ -252,11 +252,9 @@ class Trainer:
 
 def balance_block(cfg: RunConfig) -> int:
     """The attention kernel's block-skip granularity, which document arrangement aligns pieces to:
-    the xla kernel skips KV blocks of block_kv; splash skips the engine's sub-chunks."""
+    the xla kernel skips KV blocks of block_kv; splash skips the engine's chunk pairs (max_chunk)."""
     if cfg.attention.kernel == "splash":
-        from bookft.attention.common import MAX_CHUNK
-
-        return MAX_CHUNK
+        return cfg.attention.max_chunk
     return cfg.attention.block_kv
 
 

@@ -115,18 +115,20 @@ def test_non_causal_packed_ulysses_matches_dense():
     assert max(errs) < 1e-5, errs
 
 
-def test_sub_chunks_match_dense(monkeypatch):
-    """Long sequences cut each zig-zag chunk into sub-chunks (common.MAX_CHUNK); same numbers."""
+def test_sub_chunks_match_dense():
+    """Long sequences cut each zig-zag chunk into sub-chunks of at most max_chunk; same numbers."""
     from attention_helpers import compiled_vjp
 
-    import bookft.attention.common as common
-
-    monkeypatch.setattr(common, "MAX_CHUNK", 8)
     B, S, cp = 2, 128, 2  # 4 chunks of 32 -> 4 sub-chunks of 8 each
     q, k, v, do = inputs(11, B, S, 4, 2, 8)
     seg = packed_segments(B, S, seed=13)
-    attend = make_attention("ring", "xla", mesh((1, cp), ("data", "context")), block_q=8, block_kv=8)
+    attend = make_attention("ring", "xla", mesh((1, cp), ("data", "context")), block_q=8, block_kv=8, max_chunk=8)
     shapes = [(q.shape, np.float32)] + [(k.shape, np.float32)] * 2 + [((B, S), np.int32), (q.shape, np.float32)]
     got = compiled_vjp(attend, cp, True, shapes)(q, k, v, seg, do)
     errs = [max_rel_err(g, w) for g, w in zip(got, oracle(q, k, v, seg, do), strict=True)]
     assert max(errs) < 1e-5, errs
+
+
+def test_max_chunk_below_block_is_an_error():
+    with pytest.raises(AttentionError, match="max_chunk"):
+        make_attention("ring", "xla", mesh((1, 2), ("data", "context")), block_q=64, block_kv=64, max_chunk=32)
