@@ -31,9 +31,9 @@ Design choices:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
