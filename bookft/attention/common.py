@@ -5,9 +5,9 @@ Design choices:
 - Checks raise AttentionError at trace time (shapes are known only then), before any compile.
 - Chunking: the sequence is cut into 2*cp chunks (the zig-zag unit; cp in plain order), each cut into `sub`
   sub-chunks so that a chunk pair stays at most `max_chunk` tokens (attention.max_chunk, default
-  MAX_CHUNK): the per-pair temporaries (layout transposes,
-  fp32 kernel outputs, merges) scale with the chunk, not with S/cp, and splash mask metadata stays
-  small, even for the local or ulysses strategies that see the whole sequence.
+  MAX_CHUNK): the per-pair temporaries (layout transposes, fp32 kernel outputs, merges) scale with
+  the chunk, not with S/cp, and splash mask metadata stays small, even for the local or ulysses
+  strategies that see the whole sequence.
 - shard_map runs with check_vma=False (splash's Pallas call needs it). On a mesh with Explicit axes
   the inputs are resharded to the specs first (shard_map refuses mismatched explicit shardings).
 """
