@@ -3,10 +3,11 @@
 Design choices:
 - `Spec` is frozen and built once by make_attention; strategies are functions of it.
 - Checks raise AttentionError at trace time (shapes are known only then), before any compile.
-- Chunking: the sequence is cut into 2*cp chunks (the zig-zag unit; cp in plain order), each cut into `sub` sub-chunks
-  so that a chunk pair stays at most `max_chunk` tokens (attention.max_chunk, default MAX_CHUNK): the per-pair temporaries (layout transposes,
-  fp32 kernel outputs, merges) scale with the chunk, not with S/cp, and splash mask metadata stays
-  small, even for the local or ulysses strategies that see the whole sequence.
+- Chunking: the sequence is cut into 2*cp chunks (the zig-zag unit; cp in plain order), each cut into `sub`
+  sub-chunks so that a chunk pair stays at most `max_chunk` tokens (attention.max_chunk, default
+  MAX_CHUNK): the per-pair temporaries (layout transposes, fp32 kernel outputs, merges) scale with
+  the chunk, not with S/cp, and splash mask metadata stays small, even for the local or ulysses
+  strategies that see the whole sequence.
 - shard_map runs with check_vma=False (splash's Pallas call needs it). On a mesh with Explicit axes
   the inputs are resharded to the specs first (shard_map refuses mismatched explicit shardings).
 """
@@ -25,7 +26,8 @@ from jax.sharding import PartitionSpec as P
 from bookft.attention.balance import chunks_per_shard
 from bookft.errors import AttentionError
 
-MAX_CHUNK = 4096  # default attention.max_chunk; ring 128K on v5p:2x2x1: 4.09 GiB temp per chip with 16K chunks, 2.34 with 4K
+# the default attention.max_chunk; ring 128K on v5p:2x2x1: 4.09 GiB temp per chip with 16K chunks, 2.34 with 4K
+MAX_CHUNK = 4096
 
 
 @dataclass(frozen=True)

@@ -91,6 +91,10 @@ def _oom(text: str) -> str | None:
     if "vmem" in text.lower():
         return ("not applicable: the attention kernel's blocks do not fit the chip's VMEM "
                 f"({text.strip().splitlines()[0][:120]}); lower attention.block_q / attention.block_kv")
+    if "UNIMPLEMENTED" in text:  # e.g. remat offload + MLP chunks: "Async slice only supports slicing in 1 dim"
+        first = text.strip().splitlines()[0]
+        why = first[first.find("UNIMPLEMENTED"):][:160]
+        return f"not applicable: XLA:TPU cannot compile this combination ({why}); use another remat policy"
     if "RESOURCE_EXHAUSTED" not in text and "out of memory" not in text.lower():
         return None
     m = re.search(r"Used ([\d.]+[KMGT]?) of ([\d.]+[KMGT]?) host", text)

@@ -102,3 +102,12 @@ def test_max_seq_len_search_uses_known_lengths_and_compiles_only_new_ones():
     # 16M known; 32M, 24M, 28M, 26M tried (bisection stops at 1/8 of 16M = 2M, unit 2 x 64 x 512)
     assert compiled == [2**25, 24 * 2**20, 28 * 2**20, 26 * 2**20]
     assert best == 26 * 2**20 and [t.seq_len for t in tried] == compiled
+
+
+def test_compiler_errors_become_readable_answers():
+    from bookft.plan.build import _oom
+
+    unimpl = _oom("UNIMPLEMENTED: Async slice only supports slicing in 1 dimension\n  at ...")
+    assert unimpl.startswith("not applicable: XLA:TPU cannot compile") and "Async slice" in unimpl
+    assert _oom("RESOURCE_EXHAUSTED: Used 120.5G of 95.7G hbm").startswith("does not fit: the compiler needs 120.5GB")
+    assert _oom("INTERNAL: something else") is None  # a real failure is raised, not hidden
