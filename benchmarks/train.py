@@ -27,7 +27,10 @@ AOT_NOTES = ("AOT compile of the full train step (bookft.plan: same model, splas
              "figure to compare with a 'compiles in under 5 minutes' target. peak_gib = arguments + outputs - "
              "donated + temporaries + code per chip (XLA memory_analysis), v5p capacity 95.73 GB = 89.2 GiB. "
              "source: 'compiled' here, or 'plan.json' = the same program (same config knobs, train-step code "
-             "unchanged since the row's commit) compiled by benchmarks/plan.py.")
+             "unchanged since the row's commit) compiled by benchmarks/plan.py. remat 'offload' (dot outputs to "
+             "host) with the presets' MLP chunks is refused by XLA:TPU (UNIMPLEMENTED: async slice in more than "
+             "one dimension) in about 10 s: a 'not applicable' row; session 1 compiled it without MLP chunks "
+             "(ring 1M: 18.7 GiB). 'does not fit' rows are the compiler's own out-of-memory answer.")
 
 CELL = r"""
 import json, os, sys, time
