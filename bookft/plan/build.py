@@ -104,6 +104,10 @@ def _oom(text: str) -> str | None:
     m = re.search(r"Used ([\d.]+[KMGT]?) of ([\d.]+[KMGT]?) hbm", text)
     if m:
         return f"does not fit: the compiler needs {m.group(1)}B of HBM per chip, {m.group(2)}B available"
+    m = re.search(r"required for HLO temporaries \(([\d.]+[KMGT]?)\) exceeds available HBM \(([\d.]+[KMGT]?)\)", text)
+    if m:
+        return (f"does not fit: the compiler needs {m.group(1)}B of temporaries per chip, "
+                f"{m.group(2)}B of HBM available")
     m = re.search(r"[Ee]xceeded hbm capacity by ([\d.]+[KMGT]?)", text)
     if m:
         return f"does not fit: exceeds HBM per chip by {m.group(1)}B"

@@ -110,4 +110,7 @@ def test_compiler_errors_become_readable_answers():
     unimpl = _oom("UNIMPLEMENTED: Async slice only supports slicing in 1 dimension\n  at ...")
     assert unimpl.startswith("not applicable: XLA:TPU cannot compile") and "Async slice" in unimpl
     assert _oom("RESOURCE_EXHAUSTED: Used 120.5G of 95.7G hbm").startswith("does not fit: the compiler needs 120.5GB")
+    temps = _oom("RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO temporaries "
+                 "(124.63G) exceeds available HBM (95.74G).")
+    assert temps == "does not fit: the compiler needs 124.63GB of temporaries per chip, 95.74GB of HBM available"
     assert _oom("INTERNAL: something else") is None  # a real failure is raised, not hidden
