@@ -24,10 +24,8 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from bookft.attention.balance import chunks_per_shard
+from bookft.attention.config import MAX_CHUNK
 from bookft.errors import AttentionError
-
-# the default attention.max_chunk; ring 128K on v5p:2x2x1: 4.09 GiB temp per chip with 16K chunks, 2.34 with 4K
-MAX_CHUNK = 4096
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,8 @@ from typing import Literal
 Strategy = Literal["local", "allgather", "ulysses", "ring", "usp"]
 Kernel = Literal["splash", "xla", "reference"]
 
+MAX_CHUNK = 4096  # default max_chunk; ring 128K on v5p:2x2x1: 4.09 GiB temp per chip with 16K chunks, 2.34 with 4K
+
 
 @dataclass(frozen=True, kw_only=True)
 class AttentionConfig:
@@ -18,6 +20,6 @@ class AttentionConfig:
     # Largest q/kv chunk a kernel call sees (sequence chunks are halved until they fit). Per-pair
     # temporaries scale with it; splash can only skip whole chunk pairs of other documents, so packed
     # rows balance better with smaller chunks (benchmarks/attention.py `balance`) at more kernel calls.
-    max_chunk: int = 4096
+    max_chunk: int = MAX_CHUNK
     load_balance: bool = True  # zig-zag order for causal strategies (applied by the data path)
     causal: bool = True
