@@ -88,7 +88,8 @@ def max_seq_len(cfg: RunConfig, topo: Topology, *, strategy: str, remat: str, st
     Lengths are kept multiples of what the strategy needs (2 x context x block). `known` maps
     lengths already planned (same program) to whether they fit, so a resumed search compiles only
     new lengths; `evaluate(n) -> PlanResult` replaces `plan_fast` (a benchmark that times and
-    records each compile)."""
+    records each compile). A length whose attention tiles overflow VMEM counts as too long (the
+    compiler's own limit at that length); any other "not applicable" ends the search with None."""
     devices = devices or topology_devices(topo)
     sizes = mesh_for(cfg, strategy, len(devices))
     cp = sizes.get("context", 1) * sizes.get("context_ulysses", 1)
@@ -104,7 +105,9 @@ def max_seq_len(cfg: RunConfig, topo: Topology, *, strategy: str, remat: str, st
         if on_try:
             on_try(r)
         if r.error and r.error.startswith("not applicable"):
-            raise ValueError(r.error)
+            if "VMEM" in r.error:  # the kernel's per-call tiles outgrow VMEM at this length: too long
+                return False
+            raise ValueError(r.error)  # the combination never compiles, whatever the length
         return r.fits
 
     n = max(unit, (start // unit) * unit)

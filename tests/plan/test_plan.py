@@ -104,6 +104,32 @@ def test_max_seq_len_search_uses_known_lengths_and_compiles_only_new_ones():
     assert best == 26 * 2**20 and [t.seq_len for t in tried] == compiled
 
 
+def test_max_seq_len_treats_vmem_overflow_as_too_long_and_other_inapplicable_as_the_end():
+    from bookft.plan.build import PlanResult
+    from bookft.plan.planner import max_seq_len
+
+    cfg = load_run_config("configs/llama-3.1-8b-v5p-1m.yaml")
+    topo = parse_topology("v5p-128")
+
+    def evaluate(error):
+        def run(n):
+            fits = n <= 10 * 2**20
+            return PlanResult(strategy="usp", remat="offload_input", seq_len=n, topology=topo.libtpu_name,
+                              n_devices=64, mesh={}, fits=fits, capacity_bytes=topo.hbm_per_device,
+                              error=None if fits else error)
+        return run
+
+    vmem = "not applicable: the attention kernel's blocks do not fit the chip's VMEM (E1001)"
+    best, tried = max_seq_len(cfg, topo, strategy="usp", remat="offload_input", start=2**23, devices=[None] * 64,
+                              evaluate=evaluate(vmem))
+    # 8M fits, 16M overflows VMEM (too long), then 12M (too long), 10M fits, 11M too long: stop at 1M steps
+    assert best == 10 * 2**20 and [t.seq_len for t in tried] == [2**23, 2**24, 12 * 2**20, 10 * 2**20, 11 * 2**20]
+    never = "not applicable: XLA:TPU cannot compile this combination (UNIMPLEMENTED)"
+    best, tried = max_seq_len(cfg, topo, strategy="usp", remat="offload", start=2**23, devices=[None] * 64,
+                              evaluate=evaluate(never))
+    assert best is None and [t.seq_len for t in tried] == [2**23, 2**24]
+
+
 def test_compiler_errors_become_readable_answers():
     from bookft.plan.build import _oom
 
