@@ -31,7 +31,8 @@ STEP_PATHS = ["bookft/model", "bookft/attention", "bookft/train", "bookft/parall
               ":(exclude)bookft/train/data.py", ":(exclude)bookft/train/loop.py",
               ":(exclude)bookft/train/checkpoint.py", ":(exclude)bookft/train/metrics.py",
               ":(exclude)bookft/train/progress.py", ":(exclude)bookft/train/commands.py",
-              ":(exclude)bookft/attention/balance.py", ":(exclude)bookft/model/generate.py",
+              ":(exclude)bookft/attention/balance.py",
+              ":(exclude)bookft/attention/swaps.py", ":(exclude)bookft/model/generate.py",
               ":(exclude)bookft/model/export.py", ":(exclude)bookft/model/commands.py",
               ":(exclude)bookft/parallel/distributed.py",
               # package __init__ files only re-export names (lazily, bookft/_lazy.py)
