@@ -297,7 +297,8 @@ def run_balance(S=1 << 20, n_rows=8):
             out.append(rec)
             print(json.dumps(rec), flush=True)
             table.append((name, cp, block, rec["plain_max_over_mean"], rec["zigzag_max_over_mean"],
-                          rec["placed_no_swaps_max_over_mean"], rec["arranged_max_over_mean"], rec["arranged_total_work_vs_zigzag"],
+                          rec["placed_no_swaps_max_over_mean"], rec["arranged_max_over_mean"],
+                          rec["arranged_total_work_vs_zigzag"],
                           rec["busiest_device_arranged_vs_zigzag"], rec["arrange_seconds_per_row"]))
     _table("Load balance: non-empty q x kv blocks per device, max/mean (worst row)",
            ["corpus", "cp", "block", "plain", "zig-zag", "placed (no swaps)", "arranged+zig-zag",

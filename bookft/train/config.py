@@ -24,6 +24,10 @@ class DataConfig:
     seq_len: int | None = None  # None = the corpus's seq_len; smaller values cut sequences into rows
     seed: int = 0  # shuffling seed; the order is a pure function of (seed, step)
     shuffle: bool = True
+    # packed rows under context parallelism (bookft/attention/balance.py): document placement then
+    # block swaps, placement only, or zig-zag alone. The same math either way; only the token order
+    # (so the rounding) and the per-device work differ.
+    arrange: Literal["swaps", "placement", "none"] = "swaps"
 
 
 @dataclass(frozen=True, kw_only=True)

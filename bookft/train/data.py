@@ -18,6 +18,8 @@ Design choices:
   documents are arranged (bookft.attention.balance.arrange_documents: a token permutation that keeps
   every document's token order, plus renumbered segment ids) so that zig-zag balances packed rows
   too; each token's output and the loss are unchanged. Evaluation and prefill do not use this path.
+  `data.arrange` picks the arrangement: `swaps` (placement, then block swaps; the default),
+  `placement` (no swaps) or `none` (zig-zag alone).
 - Each host builds only the rows its devices hold (jax.make_array_from_callback asks per device).
 """
 
@@ -113,7 +115,7 @@ class Batches:
 
     def __init__(self, corpus, *, batch_size: int, seed: int, shuffle: bool = True,
                  load_balance_cp: int = 1, grad_accum: int = 1, arrange_documents: bool = True,
-                 balance_block: int = 512):
+                 balance_block: int = 512, block_swaps: bool = True):
         if len(corpus) == 0:
             raise TrainError(f"{corpus.path}: the corpus has no sequences")
         self.corpus = corpus
@@ -123,6 +125,7 @@ class Batches:
         self.cp = load_balance_cp
         self.arrange = arrange_documents  # only when cp > 1; see the module docstring
         self.balance_block = balance_block  # the attention kernel's skip granularity (xla: block_kv)
+        self.block_swaps = block_swaps  # arrange_documents(refine=...): block swaps after the placement
         self.grad_accum = grad_accum
         self._perm_cache: dict[tuple[int, int], np.ndarray] = {}
         self._targeted: np.ndarray | None = None
@@ -185,7 +188,8 @@ class Batches:
             if part:
                 row = drop_cut_example(row)
             if self.cp > 1 and self.arrange:  # load balance of packed documents (bookft.attention.balance)
-                order, new_ids = arrange_documents(row["segment_ids"], self.cp, block=self.balance_block)
+                order, new_ids = arrange_documents(row["segment_ids"], self.cp, block=self.balance_block,
+                                                   refine=self.block_swaps)
                 row = {f: new_ids if f == "segment_ids" else x[order] for f, x in row.items()}
             for f in FIELDS:
                 x = row[f]

@@ -156,7 +156,8 @@ class Trainer:
                                shuffle=cfg.data.shuffle, load_balance_cp=balance,
                                grad_accum=cfg.train.grad_accum, balance_block=balance_block(cfg),
                                # windows count tokens in row order: documents must stay contiguous
-                               arrange_documents=not any(cfg.model.layer_windows))
+                               arrange_documents=cfg.data.arrange != "none" and not any(cfg.model.layer_windows),
+                               block_swaps=cfg.data.arrange == "swaps")
         lens = {stage_len(cfg, s, self.corpus.seq_len) for s in range(max(cfg.train.steps, 1))}
         for n in sorted(lens):
             check_seq_len(cfg, self.mesh, n, self.strategy)

@@ -167,6 +167,24 @@ def test_batches_arrange_documents_for_load_balance():
                 assert dev.max() / dev.mean() > 1.1, dev  # what zig-zag alone leaves
 
 
+def test_data_arrange_modes():
+    """data.arrange: swaps (default) / placement / none pick the arrangement; bad values are refused."""
+    from bookft.attention.balance import arrange_documents, load_balance
+    from bookft.train.config import load_run_config
+
+    c = BooksCorpus(seq_len=256)
+    row = shift_targets(c.sequence(0))
+    for swaps in (True, False):
+        got = Batches(c, batch_size=1, seed=0, shuffle=False, load_balance_cp=4, balance_block=16,
+                      block_swaps=swaps).rows_for_step(0, 256)
+        order, ids = arrange_documents(row["segment_ids"], 4, block=16, refine=swaps)
+        np.testing.assert_array_equal(got["segment_ids"][0], load_balance(ids, 4, axis=0))
+        np.testing.assert_array_equal(got["input_ids"][0], load_balance(row["input_ids"][order], 4, axis=0))
+    assert load_run_config("configs/tiny-cpu.yaml", ["data.arrange=none"]).data.arrange == "none"
+    with pytest.raises(ConfigError, match="arrange"):
+        load_run_config("configs/tiny-cpu.yaml", ["data.arrange=zigzag"])
+
+
 def test_mesh_sizes():
     assert resolve_axis_sizes({"data": 1, "fsdp": -1, "context": 2}, 8) == {"data": 1, "fsdp": 4, "context": 2}
     with pytest.raises(ConfigError, match="3 devices, but 8"):
