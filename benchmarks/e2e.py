@@ -67,6 +67,18 @@ NOTES = [
     "every cell of both. Depth 0 at 1K (0.8 in D, single-digit slips) needed needles at that position "
     "in training: a uniform depth snapped to a sentence start almost never puts one right after the "
     "instruction.",
+    "Session 5 (corpus draws; full loops, python benchmarks/e2e.py, defaults): the sample corpus holds the "
+    "bookft source tree, so every code version is a new corpus draw (tokenizer, haystacks) and a different "
+    "run (deterministic per version: K repeated J's corpus byte for byte). H = the defaults at 0c9ce70 "
+    "(document block swaps on in the data path): no copy formed (loss 2.3 at step 700; 1K 0/0/0/0/0.1; 1,038 "
+    "s). I = the swaps disabled, another draw (the code differed by that line): copy at ~step 450, 1K "
+    "0.5/0.9/1/1/1, 2K 0/0.2/0.1/1/1 (1,317 s, test jobs alongside). J = e50dd3a, the final code of the "
+    "session: 1K 0/0/0.3/0.6/0.9, 2K 0/0/0/0.1/0.8 (1,312 s; its steps ran 25-30% slower than K's with the "
+    "same code and corpus: host variance). K = J's corpus with a longer 256 stage (256x450 -> 512x100 -> "
+    "1024x100 -> 2048x125, 775 steps): 1K 0.2/0.7/1/1/1, 2K 0/0/0/1/1 (1,123 s): better, not enough, not "
+    "adopted. The swaps are exact in the real step (tiny-cpu loss equal to 7 digits and grads within 3e-7 "
+    "with and without them), so H-J are draws of one recipe: 2 of 5 draws (F, G) meet 90% at every 1K depth. "
+    "The fragile step is finding the copy by ~step 450; a recipe that finds it in every draw is open.",
     "Why 2048 examples: session-2 run 2 (stages up to 1024) reached 1K 0/0/0.9/1/1; adding a 2048 "
     "stage (d1) took depth 0 at 1K from 0.0 to 0.8 (STACK-FACTS: training at 2,048 fixes depth 0 at "
     "1,024). The probe overstates reach: earlier askings of the question give most answer targets a "
