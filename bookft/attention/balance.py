@@ -179,16 +179,17 @@ def arrange_documents(segment_ids, cp: int, *, block: int = 512, refine: bool = 
     _fill(stream, [len(tokens[d]) if d else len(padding) for d in stream], free, block, pieces)
     # sizes add up: the documents and padding fill the S tokens exactly
     assert not free.any() and all(s > 0 for p in pieces.values() for _, s in p), free
-    order, new_ids = _assemble(seg, tokens, padding, pieces, n_chunks, docs, block)
+    order = _assemble(seg, tokens, padding, pieces, n_chunks, docs, block)
+    labels = seg[order]  # original document id per arranged token
     if refine and C % block == 0:
-        from bookft.attention.swaps import refine_blocks, renumber
+        from bookft.attention.swaps import refine_blocks
 
-        labels = refine_blocks(seg[order], cp, block)
-        if labels is not None:
+        swapped = refine_blocks(labels, cp, block)
+        if swapped is not None:
+            labels = swapped
             order = np.empty(S, np.int64)  # each label's tokens fill its slots in their own order
             order[np.argsort(labels, kind="stable")] = np.argsort(seg, kind="stable")
-            new_ids = renumber(labels)
-    return order, new_ids
+    return order, _renumber(labels)
 
 
 def _spread(d, L, m, cp, block, free, work, pieces) -> bool:
@@ -253,7 +254,7 @@ def _fill(stream, lengths, free, block, pieces) -> None:
 
 def _assemble(seg, tokens, padding, pieces, n_chunks, docs, block):
     """Lay the pieces out chunk by chunk (whole blocks first, then the unaligned pieces, padding
-    last) and renumber the segment ids by first appearance."""
+    last): the arranged row's token order."""
     S = seg.shape[0]
     rank = {d: i for i, d in enumerate(docs)}  # largest documents first inside each group
     per_chunk: list[list[tuple[int, int, int]]] = [[] for _ in range(n_chunks)]  # (doc, offset, size)
@@ -263,20 +264,28 @@ def _assemble(seg, tokens, padding, pieces, n_chunks, docs, block):
             per_chunk[j].append((d, off, s))
             off += s
     order = np.empty(S, np.int64)
-    new_ids = np.empty(S, np.int32)
-    next_id, assigned, pos = 1, {}, 0
+    pos = 0
     for items in per_chunk:
         items.sort(key=lambda it: (it[0] == 0, it[2] % block != 0, rank.get(it[0], 0)))
         for d, off, s in items:
-            if d == 0:  # padding: one id per token
-                order[pos : pos + s] = padding[off : off + s]
-                new_ids[pos : pos + s] = np.arange(next_id, next_id + s)
-                next_id += s
-            else:
-                order[pos : pos + s] = tokens[d][off : off + s]
-                if d not in assigned:
-                    assigned[d], next_id = next_id, next_id + 1
-                new_ids[pos : pos + s] = assigned[d]
+            order[pos : pos + s] = (padding if d == 0 else tokens[d])[off : off + s]
             pos += s
-    return order, new_ids
+    return order
 
+
+def _renumber(labels: np.ndarray) -> np.ndarray:
+    """Segment ids by first appearance along the arranged row; each padding token (0) an id of its own."""
+    ids = np.empty(len(labels), np.int32)
+    assigned: dict[int, int] = {}
+    next_id = 1
+    change = np.flatnonzero(np.diff(labels)) + 1  # runs of equal labels
+    for a, b in zip(np.r_[0, change].tolist(), np.r_[change, len(labels)].tolist(), strict=True):
+        d = int(labels[a])
+        if d == 0:
+            ids[a:b] = np.arange(next_id, next_id + b - a)
+            next_id += b - a
+            continue
+        if d not in assigned:
+            assigned[d], next_id = next_id, next_id + 1
+        ids[a:b] = assigned[d]
+    return ids

@@ -12,24 +12,6 @@ from __future__ import annotations
 import numpy as np
 
 
-def renumber(labels: np.ndarray) -> np.ndarray:
-    """Segment ids by first appearance along the arranged row; each padding token (0) an id of its own."""
-    ids = np.empty(len(labels), np.int32)
-    assigned: dict[int, int] = {}
-    next_id = 1
-    change = np.flatnonzero(np.diff(labels)) + 1  # runs of equal labels
-    for a, b in zip(np.r_[0, change].tolist(), np.r_[change, len(labels)].tolist(), strict=True):
-        d = int(labels[a])
-        if d == 0:
-            ids[a:b] = np.arange(next_id, next_id + b - a)
-            next_id += b - a
-            continue
-        if d not in assigned:
-            assigned[d], next_id = next_id, next_id + 1
-        ids[a:b] = assigned[d]
-    return ids
-
-
 def refine_blocks(labels: np.ndarray, cp: int, block: int) -> np.ndarray | None:
     """Swap whole single-document (or all-padding) blocks between devices to lower the busiest
     device's work; returns the new per-token document labels, or None when nothing moved.
