@@ -79,6 +79,8 @@ NOTES = [
     "adopted. The swaps are exact in the real step (tiny-cpu loss equal to 7 digits and grads within 3e-7 "
     "with and without them), so H-J are draws of one recipe: 2 of 5 draws (F, G) meet 90% at every 1K depth. "
     "The fragile step is finding the copy by ~step 450; a recipe that finds it in every draw is open.",
+    "Session 5, L = 51133ee (the final code; a refactor of balance.py made it a new draw): 1K 0.6/0.7/1/1/1, "
+    "2K 0/0.5/0/1/1 (957 s, CI tests at nice 19 alongside). 2 of 6 draws meet 90% at every 1K depth.",
     "Why 2048 examples: session-2 run 2 (stages up to 1024) reached 1K 0/0/0.9/1/1; adding a 2048 "
     "stage (d1) took depth 0 at 1K from 0.0 to 0.8 (STACK-FACTS: training at 2,048 fixes depth 0 at "
     "1,024). The probe overstates reach: earlier askings of the question give most answer targets a "
