@@ -112,6 +112,7 @@ def run_quickstart(*, corpus_yaml: str | Path | None = None, config: str | Path 
     times["eval_base_s"] = time.perf_counter() - t0
 
     # 3. train -------------------------------------------------------------------------------------------
+    from bookft.eval.probe import probe_hooks
     from bookft.train.loop import train
     from bookft.train.progress import TrainProgress
 
@@ -120,9 +121,9 @@ def run_quickstart(*, corpus_yaml: str | Path | None = None, config: str | Path 
                  f"{' -> '.join(str(s.seq_len) for s in cfg.train.curriculum) or cfg.data.seq_len})")
     if progress:
         with TrainProgress(console, cfg.train.steps) as bar_t:
-            result = train(cfg, run_dir=run, progress=bar_t.update)
+            result = train(cfg, run_dir=run, progress=bar_t.update, hooks=probe_hooks(cfg))
     else:
-        result = train(cfg, run_dir=run)
+        result = train(cfg, run_dir=run, hooks=probe_hooks(cfg))
     times["train_s"] = time.perf_counter() - t0
 
     # 4. tuned eval + compare ----------------------------------------------------------------------------

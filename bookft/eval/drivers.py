@@ -28,7 +28,7 @@ from bookft.eval.layout import SeqLayout, context_degree
 from bookft.parallel.distributed import to_host
 
 __all__ = ["attention_and_layout", "check_model", "context_degree", "make_attend", "model_generate_fn",
-           "model_logits_fn", "position_limit"]
+           "model_logits_fn", "position_limit", "tail_logits_fn"]
 
 
 def make_attend(attention_cfg: Any | None, mesh=None):
@@ -66,15 +66,31 @@ def model_logits_fn(model, *, attend=None, tail: int = 512, layout: SeqLayout | 
     Inputs [B,S] come in natural order at a length `layout.length` accepts; the layout puts them
     in stored order on the mesh, the same forward as training runs (attend, rules, shardings).
     """
+    from flax import nnx
+
+    layout = layout or SeqLayout()
+    graphdef, state = nnx.split(layout.place(model))
+    fn = tail_logits_fn(graphdef, attend=attend, tail=tail, layout=layout)
+
+    def logits_fn(ids: np.ndarray, pos: np.ndarray, seg: np.ndarray):
+        return fn((state,), ids, pos, seg)
+
+    logits_fn.jitted = fn.jitted  # for tests and benchmarks: one compiled program per bucket
+    return logits_fn
+
+
+def tail_logits_fn(graphdef, *, attend=None, tail: int = 512, layout: SeqLayout | None = None):
+    """fn(states, input_ids, positions, segment_ids) -> (logits, start) as model_logits_fn's, for the
+    model `nnx.merge(graphdef, *states)` given at each call: the train loop's needle probe scores the
+    live, sharded parameters (params, frozen) with it, without copying or gathering them."""
     import jax
     import jax.numpy as jnp
     from flax import nnx
 
     layout = layout or SeqLayout()
-    graphdef, state = nnx.split(layout.place(model))
 
-    def forward(state, ids, pos, seg, window):
-        m = nnx.merge(graphdef, state)
+    def forward(states, ids, pos, seg, window):
+        m = nnx.merge(graphdef, *states)
         h = m(ids, pos, seg, attend=attend)  # [B,S,D], stored order
         # the window [T] (stored indices) as a one-hot contraction over S: local + all-reduce on a
         # sequence-sharded h, never a gather or reorder of [B,S,D]
@@ -83,18 +99,18 @@ def model_logits_fn(model, *, attend=None, tail: int = 512, layout: SeqLayout | 
 
     fwd = jax.jit(forward)
 
-    def logits_fn(ids: np.ndarray, pos: np.ndarray, seg: np.ndarray):
+    def fn(states, ids: np.ndarray, pos: np.ndarray, seg: np.ndarray):
         b, s = ids.shape
         end = int((np.asarray(seg) > 0).sum(axis=1).max())  # padding comes after the real tokens
         t = min(tail, s)
         start = max(0, min(end, s) - t)
         window = layout.stored_index(s)[start:start + t]
         with layout.rules():
-            out = fwd(state, *layout.arrange(ids, pos, seg), jnp.asarray(window))
+            out = fwd(tuple(states), *layout.arrange(ids, pos, seg), jnp.asarray(window))
         return to_host(out, np.float32)[:b], start
 
-    logits_fn.jitted = fwd  # for tests and benchmarks: one compiled program per bucket
-    return logits_fn
+    fn.jitted = fwd
+    return fn
 
 
 def model_generate_fn(model, *, attend=None, eos_id: int | None = None, layout: SeqLayout | None = None,

@@ -5,7 +5,7 @@ Design choices:
   refresh pipelines (issue 7) all feed the same object (`bookft.config.load(IngestConfig, ...)`).
 - Limits are part of the config (hostile input has a bounded cost, and the bound is visible).
 - `sample:` asks for the built-in generated material (books as PDFs, a USLM archive, JSONL opinions,
-  the bookft source tree) instead of, or besides, `sources:`.
+  a generated code repository) instead of, or besides, `sources:`.
 """
 
 from __future__ import annotations
@@ -99,7 +99,8 @@ class SampleConfig:
     legal_titles: int = 2
     sections_per_title: int = 25
     opinions: int = 30
-    code_repository: bool = True  # the bookft source tree
+    code_repository: bool = True  # a generated Python repository (bookft.ingest.sample_code)
+    code_modules: int = 90  # its modules (about 6.5 KB each)
 
 
 @dataclass(frozen=True, kw_only=True)

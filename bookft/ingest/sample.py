@@ -5,20 +5,23 @@ Design choices:
 - Books are real PDFs (own minimal writer, no reportlab) with running headers, page numbers and
   hyphenated line ends, and keyed facts ("The code of NAME is DDDDD.") spread through them at known
   depths; `facts.json` records them for retrieval evaluation.
-- A USLM-style legal archive (zip of XML titles), JSON Lines court opinions, and the bookft source
-  tree itself as the code repository.
+- A USLM-style legal archive (zip of XML titles), JSON Lines court opinions, and a generated Python
+  repository (bookft.ingest.sample_code). Nothing in the sample depends on the package's own source,
+  so it is the same corpus at every commit; tests/ingest/test_ingest_sample.py pins its content hash
+  (`sample_digest`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import zipfile
 from pathlib import Path
 
-import bookft
 from bookft.ingest.config import SampleConfig
 from bookft.ingest.pdfwriter import book_pdf
+from bookft.ingest.sample_code import code_repository, write_repository
 
 WORDS = ("river stone lantern harbor meadow archive winter summer quiet ancient merchant sailor garden "
          "letter window mountain valley forest candle journey evening morning silver copper market "
@@ -130,5 +133,22 @@ def generate_sample(folder: Path, cfg: SampleConfig) -> list[tuple[str, str, str
         out.append((str(jpath), "jsonl", "opinions"))
     put(folder / "facts.json", (json.dumps(all_facts, indent=1) + "\n").encode())
     if cfg.code_repository:
-        out.append((str(Path(bookft.__file__).parent), "code", "bookft"))
+        repo = folder / "code"
+        write_repository(repo, code_repository(rng, cfg.code_modules))
+        out.append((str(repo), "code", "samplekit"))
     return out
+
+
+def sample_digest(folder: Path) -> str:
+    """sha256 of the sample's content: every file's relative path and bytes, zip archives by their
+    members' names and uncompressed bytes (deflate output may differ between zlib builds)."""
+    h = hashlib.sha256()
+    for p in sorted(q for q in Path(folder).rglob("*") if q.is_file()):
+        h.update(p.relative_to(folder).as_posix().encode() + b"\0")
+        if p.suffix == ".zip":
+            with zipfile.ZipFile(p) as zf:
+                for info in sorted(zf.infolist(), key=lambda i: i.filename):
+                    h.update(info.filename.encode() + b"\0" + hashlib.sha256(zf.read(info)).digest())
+        else:
+            h.update(hashlib.sha256(p.read_bytes()).digest())
+    return h.hexdigest()

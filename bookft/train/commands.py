@@ -38,10 +38,11 @@ def train_command(
     console.print(f"[bold]bookft train[/] {cfg.name}: model {cfg.model.model_type} "
                   f"{cfg.model.num_layers}x{cfg.model.hidden_size}, attention {cfg.attention.strategy}/"
                   f"{cfg.attention.kernel}, mesh {cfg.parallel.mesh}, corpus {cfg.data.corpus}, run dir {run}")
+    from bookft.eval.probe import probe_hooks  # the command layer composes train and eval
     from bookft.train.loop import train
 
     with TrainProgress(console, cfg.train.steps) as progress:
-        result = train(cfg, run_dir=run, model_path=model, progress=progress.update)
+        result = train(cfg, run_dir=run, model_path=model, progress=progress.update, hooks=probe_hooks(cfg))
     if result.interrupted:
         console.print(f"[yellow]stopped by signal at step {result.step}; checkpoint saved in {run}/checkpoints")
         raise typer.Exit(143)

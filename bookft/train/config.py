@@ -37,6 +37,9 @@ class Stage:
     seq_len: int
     steps: int
     lr_scale: float = 1.0  # multiplies the schedule's learning rate during this stage
+    # corpus: rows of the corpus; copy: synthetic repeated random strings (bookft/train/synthetic.py),
+    # the induction warm-up that makes a model trained from scratch find the copy early
+    data: Literal["corpus", "copy"] = "corpus"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,6 +61,15 @@ class OptimizerConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ProbeConfig:
+    """The needle probe's grid (bookft/eval/probe.py): teacher-forced NIAH on the live parameters."""
+
+    lengths: tuple[int, ...] = ()  # () = the eval section's lengths
+    depths: tuple[float, ...] = (0.0, 50.0, 100.0)  # percent
+    seeds: tuple[int, ...] = (100, 101)  # not the eval's seeds: the probe predicts the grid, it is not it
+
+
+@dataclass(frozen=True, kw_only=True)
 class TrainConfig:
     steps: int = 100
     seed: int = 0  # parameter init + RNG
@@ -68,6 +80,8 @@ class TrainConfig:
     log_every: int = 1
     curriculum: tuple[Stage, ...] = ()  # empty = every step at data.seq_len
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    probe_every: int = 0  # steps between needle probes (and at the end); 0 = off
+    probe: ProbeConfig = field(default_factory=ProbeConfig)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,6 +110,10 @@ class RunConfig:
             raise ConfigError(
                 f"data.batch_size ({self.data.batch_size}) must be divisible by train.grad_accum "
                 f"({t.grad_accum})")
+        if t.probe_every < 0:
+            raise ConfigError(f"train.probe_every: steps between probes, >= 0 (0 = off), got {t.probe_every}")
+        if t.probe_every and (not t.probe.depths or not t.probe.seeds):
+            raise ConfigError("train.probe: give at least one depth and one seed")
         if t.curriculum and sum(s.steps for s in t.curriculum) <= 0:
             raise ConfigError("train.curriculum: stages must have steps > 0")
 

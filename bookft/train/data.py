@@ -170,8 +170,9 @@ class Batches:
                              f"train.grad_accum={self.grad_accum} micro-batches")
         return BatchPlan(rows=rows, row_len=row_len, grad_accum=self.grad_accum)
 
-    def rows_for_step(self, step: int, row_len: int, row_ids=None) -> dict[str, np.ndarray]:
-        """Numpy rows [n, row_len] of step `step` (all rows, or just `row_ids`)."""
+    def rows_for_step(self, step: int, row_len: int, row_ids=None, data: str = "corpus") -> dict[str, np.ndarray]:
+        """Numpy rows [n, row_len] of step `step` (all rows, or just `row_ids`); `data="copy"`: the
+        synthetic copy rows of an induction warm-up stage (bookft.train.synthetic) instead."""
         from bookft.attention.balance import arrange_documents, load_balance
 
         per_seq = self.corpus.seq_len // row_len
@@ -179,14 +180,20 @@ class Batches:
         out = {k: [] for k in FIELDS}
         cache: dict[int, dict[str, np.ndarray]] = {}
         for r in rows:
-            k, part = divmod(r, per_seq)
-            if k not in cache:
-                idx = self.sequence_index(step * self.batch_size + k, row_len)
-                cache[k] = shift_targets(self.corpus.sequence(idx))
-            seq = cache[k]
-            row = {f: seq[f][part * row_len:(part + 1) * row_len] for f in FIELDS}
-            if part:
-                row = drop_cut_example(row)
+            if data == "copy":
+                from bookft.train.synthetic import copy_sequence
+
+                row = shift_targets(copy_sequence(self.seed, step, r, row_len, self.corpus.vocab_size,
+                                                  reserved=self.reserved_ids))
+            else:
+                k, part = divmod(r, per_seq)
+                if k not in cache:
+                    idx = self.sequence_index(step * self.batch_size + k, row_len)
+                    cache[k] = shift_targets(self.corpus.sequence(idx))
+                seq = cache[k]
+                row = {f: seq[f][part * row_len:(part + 1) * row_len] for f in FIELDS}
+                if part:
+                    row = drop_cut_example(row)
             if self.cp > 1 and self.arrange:  # load balance of packed documents (bookft.attention.balance)
                 order, new_ids = arrange_documents(row["segment_ids"], self.cp, block=self.balance_block,
                                                    refine=self.block_swaps)
@@ -196,7 +203,14 @@ class Batches:
                 out[f].append(load_balance(x, self.cp, axis=0) if self.cp > 1 else x)
         return {f: np.stack(v) for f, v in out.items()}
 
-    def global_batch(self, step: int, row_len: int, shardings=None):
+    @property
+    def reserved_ids(self) -> int:
+        """Ids below this are special tokens (a trained BPE puts EOS and PAD first); copy rows avoid them."""
+        info = getattr(self.corpus, "manifest", {}).get("tokenizer", {})
+        ids = [i for i in (info.get("eos_id"), info.get("pad_id")) if isinstance(i, int)]
+        return max(ids) + 1 if ids and max(ids) < 16 else 0
+
+    def global_batch(self, step: int, row_len: int, shardings=None, data: str = "corpus"):
         """The step's batch as arrays [grad_accum, rows/grad_accum, row_len].
 
         With `shardings` (a NamedSharding per field for that shape) the arrays are assembled per
@@ -205,7 +219,7 @@ class Batches:
         plan = self.plan(row_len)
         shape = (plan.grad_accum, plan.rows // plan.grad_accum, row_len)
         if shardings is None:
-            rows = self.rows_for_step(step, row_len)
+            rows = self.rows_for_step(step, row_len, data=data)
             return {f: v.reshape(shape) for f, v in rows.items()}
         import jax
 
@@ -217,7 +231,7 @@ class Batches:
             key = (a.start, a.stop, a.step, b.start, b.stop, b.step)
             if key not in cache:
                 ids = [i * shape[1] + j for i in a for j in b]
-                got = self.rows_for_step(step, row_len, ids)
+                got = self.rows_for_step(step, row_len, ids, data=data)
                 cache[key] = {f: v.reshape(len(a), len(b), row_len) for f, v in got.items()}
             return cache[key]
 

@@ -66,16 +66,28 @@ def _signal_flag():
             signal.signal(s, h)
 
 
+def stage_at(cfg: RunConfig, step: int):
+    """The curriculum stage of `step` (0-based; past the end, the last stage), or None without one."""
+    if not cfg.train.curriculum:
+        return None
+    end = 0
+    for stage in cfg.train.curriculum:
+        end += stage.steps
+        if step < end:
+            return stage
+    return cfg.train.curriculum[-1]
+
+
 def stage_len(cfg: RunConfig, step: int, corpus_len: int) -> int:
     """Row length of `step` (0-based) under the curriculum, else data.seq_len or the corpus's."""
-    if cfg.train.curriculum:
-        end = 0
-        for stage in cfg.train.curriculum:
-            end += stage.steps
-            if step < end:
-                return stage.seq_len
-        return cfg.train.curriculum[-1].seq_len
-    return cfg.data.seq_len or corpus_len
+    stage = stage_at(cfg, step)
+    return stage.seq_len if stage is not None else (cfg.data.seq_len or corpus_len)
+
+
+def stage_data(cfg: RunConfig, step: int) -> str:
+    """What the rows of `step` are made of: "corpus" or "copy" (the synthetic warm-up)."""
+    stage = stage_at(cfg, step)
+    return stage.data if stage is not None else "corpus"
 
 
 def _check_run_dir(run_dir: Path, cfg: RunConfig) -> None:
@@ -95,8 +107,8 @@ def config_digest(cfg: RunConfig) -> str:
 
 
 def train(cfg: RunConfig, *, run_dir: str | Path, model_path: str | Path | None = None,
-          progress=None, log_metrics: bool = True) -> TrainResult:
-    """Train according to `cfg` in `run_dir` (resuming if it holds checkpoints)."""
+          progress=None, log_metrics: bool = True, hooks=()) -> TrainResult:
+    """Train according to `cfg` in `run_dir` (resuming if it holds checkpoints); `hooks`: see Trainer.run."""
     from bookft.train.setup import build_trainer, resolve_model_config  # imports jax: keep CLI start fast
 
     cfg = resolve_model_config(cfg, model_path)
@@ -107,7 +119,7 @@ def train(cfg: RunConfig, *, run_dir: str | Path, model_path: str | Path | None 
     (run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
     # The run's tokenizer travels with it (eval, export), whatever happens to the corpus later.
     shutil.copyfile(trainer.corpus.tokenizer_path, run_dir / "tokenizer.json")
-    return trainer.run(progress=progress, log_metrics=log_metrics)
+    return trainer.run(progress=progress, log_metrics=log_metrics, hooks=hooks)
 
 
 def losses_from_log(run_dir: str | Path) -> dict[int, float]:

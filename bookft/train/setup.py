@@ -19,7 +19,7 @@ from bookft.parallel.mesh import context_degree, ensure_cpu_devices, make_mesh
 from bookft.train.checkpoint import Checkpointer
 from bookft.train.config import RunConfig
 from bookft.train.data import Batches
-from bookft.train.loop import Preempted, TrainResult, _signal_flag, config_digest, stage_len
+from bookft.train.loop import Preempted, TrainResult, _signal_flag, config_digest, stage_data, stage_len
 from bookft.train.metrics import MetricsLog, mfu
 from bookft.train.optimizer import make_optimizer
 from bookft.train.step import (
@@ -205,7 +205,10 @@ class Trainer:
                 "mfu": mfu(self.flops_per_token(self.cfg.model, row_len), tps, self.mesh.size, peak),
                 "peak_memory_bytes": peak_memory_bytes(jax.devices()[0])}
 
-    def run(self, progress=None, log_metrics: bool = True) -> TrainResult:
+    def run(self, progress=None, log_metrics: bool = True, hooks=()) -> TrainResult:
+        """Steps to train.steps. `hooks`: callables with an `every` attribute, called as
+        hook(trainer, step) after every `every`-th step and after the last; the metrics they
+        return join that step's row of metrics.jsonl (the needle probe, bookft/eval/probe.py)."""
         cfg, total = self.cfg, self.cfg.train.steps
         log = MetricsLog(self.run_dir, enabled=log_metrics and jax.process_index() == 0)
         log.truncate_after(self.start_step)
@@ -218,7 +221,7 @@ class Trainer:
                 while step < total:
                     row_len = stage_len(cfg, step, self.corpus.seq_len)
                     t0 = time.perf_counter()
-                    batch = self.batches.global_batch(step, row_len, shard)
+                    batch = self.batches.global_batch(step, row_len, shard, data=stage_data(cfg, step))
                     self.state, m = self.step_fn(self.state, self.frozen, batch)
                     loss = float(m["loss"])
                     dt = time.perf_counter() - t0
@@ -230,7 +233,12 @@ class Trainer:
                     row = self.metrics_row(step, m, loss, row_len, dt)
                     tps = row["tokens_per_s"]
                     losses[step] = loss
-                    if step % cfg.train.log_every == 0 or step == total:
+                    extra = {}
+                    for hook in hooks:
+                        if step % hook.every == 0 or step == total:
+                            extra.update(hook(self, step) or {})
+                    row.update(extra)
+                    if step % cfg.train.log_every == 0 or step == total or extra:
                         log.write(step, row)
                     if progress is not None:
                         progress(step, total, row)
