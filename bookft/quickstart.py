@@ -138,9 +138,12 @@ def run_quickstart(*, corpus_yaml: str | Path | None = None, config: str | Path 
     del tuned_model
     tuned = evaluate(checkpoint=None, model_dir=str(tuned_dir), tokenizer=str(tok_dir), config=cfg_file,
                      overrides=eval_over, flags={}, out=out / "eval-tuned", console=console, progress=progress)
+    from bookft.eval.probe import probe_rows
     from bookft.eval.report import compare_reports
 
-    paths = compare_reports(out / "eval-base", out / "eval-tuned", out / "compare", names=("base", "tuned"))
+    probes = probe_rows(run)
+    paths = compare_reports(out / "eval-base", out / "eval-tuned", out / "compare", names=("base", "tuned"),
+                            probe_rows=probes)
     times["eval_tuned_s"] = time.perf_counter() - t0
     times["total_s"] = sum(times.values())
 
@@ -154,7 +157,7 @@ def run_quickstart(*, corpus_yaml: str | Path | None = None, config: str | Path 
         "corpus": {"path": manifest["path"], "sequences": manifest["counts"]["sequences"],
                    "retrieval": manifest.get("retrieval")},
         "train": {"steps": result.step, "final_loss": result.losses.get(result.step),
-                  "tokens_per_s": result.tokens_per_s, "run_dir": str(run)},
+                  "tokens_per_s": result.tokens_per_s, "run_dir": str(run), "probe": probes},
         "base": {"per_depth": _per_depth(base), "summary": base["summary"], "timing": base["timing"]},
         "tuned": {"per_depth": _per_depth(tuned), "summary": tuned["summary"], "timing": tuned["timing"]},
         "report": str(paths["html"]), "compare_png": str(paths["png"]),

@@ -160,8 +160,41 @@ def _page(title: str, body: str) -> str:
             f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>{body}</body></html>")
 
 
-def write_report(results: dict, out_dir: str | Path) -> dict[str, Path]:
-    """results.json, heatmap.png, depth_curve.png, report.html in out_dir."""
+def plot_probe(rows: list[dict], path: Path) -> Path:
+    """Retrieval against training step: one line per probe length (train.probe_every rows of
+    metrics.jsonl, bookft/eval/probe.py), the worst probed cell dashed."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    steps = [r["step"] for r in rows]
+    keys = sorted({k for r in rows for k in r if k.startswith("probe/") and k[6:].isdigit()}, key=lambda k: int(k[6:]))
+    for k in keys:
+        ax.plot(steps, [r.get(k, np.nan) for r in rows], marker="o", ms=3, label=f"{fmt_len(int(k[6:]))} tokens")
+    if any("probe/min" in r for r in rows):
+        ax.plot(steps, [r.get("probe/min", np.nan) for r in rows], ls="--", color="grey", label="worst cell")
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("needle probe (teacher-forced exact match)")
+    ax.set_title("retrieval while training", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def _probe_section(rows: list[dict] | None, out: Path) -> str:
+    if not rows:
+        return ""
+    png = plot_probe(rows, out / "probe.png")
+    last = rows[-1]
+    cells = ", ".join(f"{fmt_len(int(k[6:]))} {v:.2f}" for k, v in last.items() if k.startswith("probe/") and k[6:].isdigit())
+    return (f"<h2>Retrieval while training</h2><p>The needle probe (train.probe_every) on the live parameters; "
+            f"at step {last['step']}: {html.escape(cells)}.</p>{_img(png)}")
+
+
+def write_report(results: dict, out_dir: str | Path, probe_rows: list[dict] | None = None) -> dict[str, Path]:
+    """results.json, heatmap.png, depth_curve.png, report.html in out_dir (and probe.png: retrieval
+    against training step, when `probe_rows` from the run's metrics.jsonl are given)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"results": out / "results.json"}
@@ -179,6 +212,7 @@ def write_report(results: dict, out_dir: str | Path) -> dict[str, Path]:
         f"<h2>Heatmap</h2>{_img(paths['heatmap'])}"
         f"<h2>Lost in the middle</h2>{_img(paths['depth_curve'])}"
         f"<h2>Per length</h2>{_table(header, rows)}"
+        f"{_probe_section(probe_rows, out)}"
         f"<h2>Settings</h2>{_table(['key', 'value'], _settings_rows(results))}")
     paths["report"] = out / "report.html"
     paths["report"].write_text(_page(f"bookft eval: {results['task']}", body), encoding="utf-8")
@@ -220,8 +254,9 @@ def load_results(path: str | Path) -> dict:
 
 
 def compare_reports(a: str | Path, b: str | Path, out_dir: str | Path,
-                    names: tuple[str, str] = ("A", "B")) -> dict[str, Path]:
-    """compare.png (A, B heatmaps and the depth curves) and compare.html, side by side."""
+                    names: tuple[str, str] = ("A", "B"), probe_rows: list[dict] | None = None) -> dict[str, Path]:
+    """compare.png (A, B heatmaps and the depth curves) and compare.html, side by side; with
+    `probe_rows` (B's training run), also B's retrieval against training step (probe.png)."""
     ra, rb = load_results(a), load_results(b)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -250,7 +285,8 @@ def compare_reports(a: str | Path, b: str | Path, out_dir: str | Path,
                  f"{rb['summary']['mean'] - ra['summary']['mean']:+.3f}"])
     body = (f"<p>{html.escape(names[0])}: {html.escape(str(a))}<br>{html.escape(names[1])}: "
             f"{html.escape(str(b))}</p>{_img(png)}"
-            f"<h2>Per length</h2>{_table(['length', names[0], names[1], 'delta'], rows)}")
+            f"<h2>Per length</h2>{_table(['length', names[0], names[1], 'delta'], rows)}"
+            f"{_probe_section(probe_rows, out)}")
     page = out / "compare.html"
     page.write_text(_page(f"bookft eval compare: {names[0]} vs {names[1]}", body), encoding="utf-8")
     return {"png": png, "html": page}

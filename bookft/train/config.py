@@ -40,6 +40,10 @@ class Stage:
     # corpus: rows of the corpus; copy: synthetic repeated random strings (bookft/train/synthetic.py),
     # the induction warm-up that makes a model trained from scratch find the copy early
     data: Literal["corpus", "copy"] = "corpus"
+    # > 0: a gated stage. It ends at the first needle probe (train.probe_every) whose accuracy at the
+    # longest probe length <= seq_len reaches `until`; `steps` is then its cap. Later stages move
+    # earlier and the schedule (lr scales, wsd decay) follows the realised lengths (bookft/train/gate.py)
+    until: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,6 +118,11 @@ class RunConfig:
             raise ConfigError(f"train.probe_every: steps between probes, >= 0 (0 = off), got {t.probe_every}")
         if t.probe_every and (not t.probe.depths or not t.probe.seeds):
             raise ConfigError("train.probe: give at least one depth and one seed")
+        for i, st in enumerate(t.curriculum):
+            if not 0.0 <= st.until <= 1.0:
+                raise ConfigError(f"train.curriculum[{i}].until: a probe accuracy in [0, 1], got {st.until}")
+            if st.until and not t.probe_every:
+                raise ConfigError(f"train.curriculum[{i}].until needs the needle probe: set train.probe_every")
         if t.curriculum and sum(s.steps for s in t.curriculum) <= 0:
             raise ConfigError("train.curriculum: stages must have steps > 0")
 

@@ -37,6 +37,7 @@ class TrainResult:
     losses: dict[int, float]
     interrupted: bool = False
     tokens_per_s: float | None = None
+    curriculum_steps: list[int] | None = None  # the realised stage lengths (gated stages end early)
 
 
 class Preempted(Exception):

@@ -16,6 +16,7 @@ from bookft.errors import AttentionError, ConfigError, TrainError
 from bookft.parallel.distributed import maybe_initialize
 from bookft.parallel.hardware import chip_for_device, peak_memory_bytes
 from bookft.parallel.mesh import context_degree, ensure_cpu_devices, make_mesh
+from bookft.train import gate
 from bookft.train.checkpoint import Checkpointer
 from bookft.train.config import RunConfig
 from bookft.train.data import Batches
@@ -174,25 +175,38 @@ class Trainer:
         self.ckpt = Checkpointer(run_dir, keep=cfg.checkpoint.keep, async_save=cfg.checkpoint.async_save)
         self.start_step = 0
         got = self.ckpt.restore_latest(_with_shardings(abs_params, p_sh), _with_shardings(abs_opt, o_sh))
+        self.configured = cfg  # what the user asked for; self.cfg is the realised curriculum (gate.py)
         if got is not None:
             step, rparams, ropt, meta = got
             self.state = {"params": rparams, "opt_state": ropt, "step": jax.device_put(jnp.int32(step), rep)}
             self.start_step = step
-        settings = StepSettings(loss_chunk=cfg.train.loss_chunk, z_loss=cfg.train.z_loss,
-                                on_nan=cfg.train.on_nan)
-        step_fn = make_train_step(self.graphdef, self.tx, self.attend, self.mesh, settings)
-        self.step_fn = jit_train_step(step_fn, self.state_sh, self.f_sh, self.mesh)
+            if meta.get("curriculum_steps") and cfg.train.curriculum:
+                self.cfg = gate.with_stage_steps(cfg, meta["curriculum_steps"])
+        self._build_step()
         self.bsh = batch_sharding(self.mesh)
         from bookft.model import flops_per_token
 
         self.flops_per_token = flops_per_token
         self.chip = chip_for_device(jax.devices()[0])
 
+    def _stages(self) -> list[int] | None:
+        return [s.steps for s in self.cfg.train.curriculum] or None
+
+    def _build_step(self) -> None:
+        """The optimizer (its schedule follows the realised curriculum) and the jitted step."""
+        cfg = self.cfg
+        self.tx, self.schedule = make_optimizer(cfg.train)
+        settings = StepSettings(loss_chunk=cfg.train.loss_chunk, z_loss=cfg.train.z_loss,
+                                on_nan=cfg.train.on_nan)
+        step_fn = make_train_step(self.graphdef, self.tx, self.attend, self.mesh, settings)
+        self.step_fn = jit_train_step(step_fn, self.state_sh, self.f_sh, self.mesh)
+
     def meta(self, step: int) -> dict:
         return {"step": step, "data_position": step, "seed": self.cfg.train.seed,
                 "data_seed": self.cfg.data.seed, "corpus": str(self.corpus.path),
                 "tokenizer_fingerprint": getattr(self.corpus, "fingerprint", None),
-                "config_digest": config_digest(self.cfg), "time": time.time()}
+                "config_digest": config_digest(self.configured), "time": time.time(),
+                "curriculum_steps": [s.steps for s in self.cfg.train.curriculum]}
 
     def save(self, step: int, force: bool = False) -> None:
         self.ckpt.save(step, self.state["params"], self.state["opt_state"], self.meta(step), force=force)
@@ -238,6 +252,11 @@ class Trainer:
                         if step % hook.every == 0 or step == total:
                             extra.update(hook(self, step) or {})
                     row.update(extra)
+                    if extra and gate.passed(cfg, step, extra):  # a gated stage has done its job
+                        row["stage_ended"] = gate.stage_index(cfg, step - 1)
+                        self.cfg = cfg = gate.end_stage(cfg, step)
+                        total = cfg.train.steps
+                        self._build_step()
                     if step % cfg.train.log_every == 0 or step == total or extra:
                         log.write(step, row)
                     if progress is not None:
@@ -251,9 +270,10 @@ class Trainer:
                 if step > 0:
                     self.save(step, force=True)
             self.ckpt.wait()
-            return TrainResult(self.run_dir, step, losses, tokens_per_s=tps)
+            return TrainResult(self.run_dir, step, losses, tokens_per_s=tps, curriculum_steps=self._stages())
         except Preempted:
-            return TrainResult(self.run_dir, step, losses, interrupted=True, tokens_per_s=tps)
+            return TrainResult(self.run_dir, step, losses, interrupted=True, tokens_per_s=tps,
+                               curriculum_steps=self._stages())
         finally:
             log.close()
             self.ckpt.close()

@@ -6,12 +6,12 @@ import json
 import jax
 import numpy as np
 import pytest
+from flax import nnx
 from typer.testing import CliRunner
 
 from bookft.cli import app
 from bookft.eval.drivers import model_logits_fn
 from bookft.eval.probe import NeedleProbe, probe_hooks, probe_rows
-from bookft.train.checkpoint import load_params
 from bookft.train.config import load_run_config
 from bookft.train.setup import build_trainer
 
@@ -22,11 +22,11 @@ model: {vocab_size: 320, hidden_size: 32, intermediate_size: 64, num_layers: 2, 
 attention: {strategy: ring, kernel: xla, block_q: 16, block_kv: 16}
 parallel: {mesh: {data: 1, fsdp: 1, context: 4}, cpu_devices: 4}
 data: {corpus: CORPUS, batch_size: 1}
-train: {steps: 5, loss_chunk: 64, probe_every: 2, probe: {lengths: [200, 256], depths: [0, 100], seeds: [100]},
+train: {steps: 5, loss_chunk: 64, probe_every: 2, probe: {lengths: [384, 512], depths: [0, 100], seeds: [100]},
         optimizer: {lr: 3.0e-3, warmup_steps: 2},
         curriculum: [{seq_len: 64, steps: 2, data: copy}, {seq_len: 128, steps: 3}]}
 checkpoint: {every: 100, keep: 1, async_save: false}
-eval: {phrasing: short, lengths: [256], batch_size: 2}
+eval: {phrasing: short, lengths: [512], batch_size: 2}
 """
 
 
@@ -60,8 +60,8 @@ def test_probe_on_live_sharded_params(tmp_path, corpus):
     assert [r["step"] for r in rows] == [1, 2, 3, 4, 5]
     probed = probe_rows(tmp_path / "run")
     assert [r["step"] for r in probed] == [2, 4, 5]  # every 2 steps and at the end
-    assert all(set(r) == {"step", "probe/200", "probe/256", "probe/min"} for r in probed)
-    assert all(0.0 <= r["probe/min"] <= min(r["probe/200"], r["probe/256"]) for r in probed)
+    assert all(set(r) == {"step", "probe/384", "probe/512", "probe/min"} for r in probed)
+    assert all(0.0 <= r["probe/min"] <= min(r["probe/384"], r["probe/512"]) for r in probed)
 
     # the probe's forward is the sharded ring program over the trainer's own parameter arrays ...
     probe = hooks[0]
@@ -69,10 +69,10 @@ def test_probe_on_live_sharded_params(tmp_path, corpus):
     leaf = jax.tree.leaves(params)[0]
     assert len(leaf.sharding.device_set) == 4
     grid = probe.grid(trainer)
-    assert grid["lengths"] == [200, 256] and len(grid["cells"]) == 4
+    assert grid["lengths"] == [384, 512] and len(grid["cells"]) == 4
     # ... and gives the logits of the single-device eval forward (reference attention) of the same weights
-    model, _ = load_params(tmp_path / "run")
-    ref = model_logits_fn(model, tail=32)
+    model = nnx.merge(trainer.graphdef, jax.device_get(params), jax.device_get(trainer.frozen))  # host copy
+    ref = model_logits_fn(model, tail=probe.settings.logits_tail)
     ids = np.random.default_rng(1).integers(2, 300, size=(2, 256)).astype(np.int32)
     seg = np.zeros((2, 256), np.int32)
     seg[0, :250], seg[1, :230] = 1, 1  # right padding, as pack_batch makes it
@@ -86,8 +86,8 @@ def test_probe_on_live_sharded_params(tmp_path, corpus):
 
 def test_probe_settings_take_the_eval_section(tmp_path, corpus):
     cfg_file = tmp_path / "p.yaml"
-    cfg_file.write_text(CONFIG.replace("CORPUS", str(corpus)).replace("lengths: [200, 256], ", ""))
+    cfg_file.write_text(CONFIG.replace("CORPUS", str(corpus)).replace("lengths: [384, 512], ", ""))
     p = NeedleProbe(load_run_config(cfg_file))
     s = p.settings
-    assert s.lengths == (256,) and s.depths == (0.0, 100.0) and s.seeds == (100,)
+    assert s.lengths == (512,) and s.depths == (0.0, 100.0) and s.seeds == (100,)
     assert s.phrasing == "short" and s.scoring == ("teacher_forced",)

@@ -71,3 +71,28 @@ def test_stage_data_and_config():
         from_dict(RunConfig, {"train": {"curriculum": [{"seq_len": 64, "steps": 3, "data": "random"}]}})
     with pytest.raises(ConfigError, match="probe_every"):
         from_dict(RunConfig, {"train": {"probe_every": -1}}).validate()
+
+
+def test_gate_ends_a_stage_and_shifts_the_rest():
+    from bookft.train import gate
+
+    cfg = from_dict(RunConfig, {"train": {"steps": 100, "probe_every": 5, "curriculum": [
+        {"seq_len": 64, "steps": 40, "data": "copy", "until": 0.9}, {"seq_len": 128, "steps": 30, "until": 0.5},
+        {"seq_len": 256, "steps": 30}]}})
+    cfg.validate()
+    assert gate.gate_length(64, {"probe/64": 1.0, "probe/256": 0.0}) == "probe/64"
+    assert gate.gate_length(128, {"probe/64": 1.0, "probe/256": 0.0}) == "probe/64"
+    assert gate.gate_length(32, {"probe/64": 1.0, "probe/256": 0.0}) == "probe/64"  # none fits: the shortest
+    assert not gate.passed(cfg, 10, {"probe/64": 0.8})
+    assert gate.passed(cfg, 10, {"probe/64": 0.9})
+    cfg2 = gate.end_stage(cfg, 10)
+    assert [s.steps for s in cfg2.train.curriculum] == [10, 30, 30] and cfg2.train.steps == 70
+    assert stage_len(cfg2, 10, 512) == 128 and stage_data(cfg2, 9) == "copy"
+    assert not gate.passed(cfg2, 40, {"probe/128": 1.0})  # the stage's last step: nothing to end
+    assert gate.passed(cfg2, 20, {"probe/128": 0.5})
+    cfg3 = gate.end_stage(cfg2, 20)
+    assert [s.steps for s in cfg3.train.curriculum] == [10, 10, 30] and cfg3.train.steps == 50
+    assert not gate.passed(cfg3, 30, {"probe/256": 1.0})  # the last stage is not gated
+    assert gate.with_stage_steps(cfg, [10, 10, 30]) == cfg3
+    with pytest.raises(ConfigError, match="probe_every"):
+        from_dict(RunConfig, {"train": {"curriculum": [{"seq_len": 64, "steps": 3, "until": 0.9}]}}).validate()
