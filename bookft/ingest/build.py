@@ -125,11 +125,13 @@ def _previous_tokenizer(root: Path, cfg: IngestConfig):
     return None
 
 
-def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, str, str | None]] | None = None,
+def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple] | None = None,
                  loss_weights: LossWeightsFn | None = None,
                  before_publish: Callable[[Path, dict], bool] | None = None) -> dict:
     """Build and publish a new corpus version in `cfg.out`; returns its manifest. Raises IngestError if
     nothing could be ingested.
+
+    sources: [(path, kind, collection)] or [(path, kind, collection, pdf_password)] besides cfg.sources.
 
     loss_weights(document, token_ids int32 [n]) -> float32 [n] or None (= all 1.0): the hook for
     synthesized retrieval examples (issue 9); when given, sequences carry a `loss_weights` column.
@@ -153,7 +155,7 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
         from bookft.ingest.sample import generate_sample
 
         specs = generate_sample(root / "sample-sources", cfg.sample) + specs
-    specs += [(s.path, s.kind, s.collection) for s in cfg.sources]
+    specs += [(s.path, s.kind, s.collection, s.password()) for s in cfg.sources]  # password: from the environment
     if not specs:
         raise IngestError("no sources given: name files or folders, or a corpus YAML with `sources:`")
     jobs, bad = resolve_sources(specs, cfg.extract, cfg.limits)

@@ -172,7 +172,8 @@ def looks_like_repository(folder: Path) -> bool:
     for _dirpath, dirs, files in os.walk(folder):
         dirs[:] = [d for d in dirs if not d.startswith(".") and d not in VENDORED_DIRS]
         for f in files:
-            if f.lower().endswith((".pdf", ".zip", ".tar", ".gz", ".tgz", ".xz", ".jsonl", ".ndjson")):
+            if f.lower().endswith((".pdf", ".epub", ".docx", ".zip", ".tar", ".gz", ".tgz", ".xz", ".jsonl",
+                                   ".ndjson")):
                 return False  # documents, not a code base: the folder is opened instead
             n += 1
             code += os.path.splitext(f)[1].lower() in CODE_EXTS

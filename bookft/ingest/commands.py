@@ -93,11 +93,11 @@ def problems_table(m: dict) -> Table | None:
 def register(app: typer.Typer) -> None:
     @app.command()
     def ingest(
-        sources: list[str] = typer.Argument(None, help="Files or folders (PDF, code repository, legal "
-                                            "archive/folder, JSONL, HTML, text). None: the built-in sample."),
+        sources: list[str] = typer.Argument(None, help="Files or folders (PDF, EPUB, DOCX, code repository, "
+                                            "legal archive/folder, JSONL, HTML, text). None: the built-in sample."),
         out: str = typer.Option(None, "--out", "-o", help="Corpus directory (default from the corpus YAML)."),
         corpus: Path = typer.Option(None, "--corpus", "-c", help="Corpus definition YAML (corpora/*.yaml)."),
-        kind: str = typer.Option("auto", "--kind", help="auto|pdf|code|legal|jsonl|html|text for SOURCES."),
+        kind: str = typer.Option("auto", "--kind", help="auto|pdf|epub|docx|code|legal|jsonl|html|text for SOURCES."),
         tokenizer: str = typer.Option(None, "--tokenizer", help="tokenizer.json or HF model folder (local)."),
         seq_len: int = typer.Option(None, "--seq-len", help="Tokens per packed sequence."),
         vocab_size: int = typer.Option(None, "--vocab-size", help="Vocabulary of the BPE trained on the corpus."),
@@ -106,13 +106,20 @@ def register(app: typer.Typer) -> None:
         set_: list[str] = typer.Option([], "--set", help="Config override key=value (repeatable)."),
         synthesize_retrieval: float = typer.Option(None, "--synthesize-retrieval", help="Share of sequences "
                                                    "that are synthesized long-range retrieval examples (0-0.99)."),
+        pdf_password: str = typer.Option(None, "--pdf-password", envvar="BOOKFT_PDF_PASSWORD", help="Password of the "
+                                         "encrypted PDFs in SOURCES (files you own); never written to the corpus. "
+                                         "For a corpus YAML's sources: pdf_password_env."),
     ) -> None:
         """Turn sources into a packed, versioned corpus (tokens in sequences of --seq-len)."""
         from bookft.ingest.build import build_corpus
         from bookft.ingest.config import IngestConfig
+        from bookft.ingest.sources import KINDS
 
-        if kind not in ("auto", "pdf", "code", "legal", "jsonl", "html", "text"):
-            raise ConfigError(f"--kind {kind!r}: expected auto, pdf, code, legal, jsonl, html or text")
+        if kind not in ("auto", *KINDS):
+            raise ConfigError(f"--kind {kind!r}: expected auto, {', '.join(KINDS)}")
+        if pdf_password and not sources:
+            console.print("[yellow]note[/]: --pdf-password (BOOKFT_PDF_PASSWORD) opens PDFs named on the command "
+                          "line; a corpus YAML source names its own: pdf_password_env: NAME")
         path = corpus if corpus is not None else (None if sources else default_corpus_yaml())
         overrides = list(set_)
         for key, val in (("out", out), ("tokenizer.path", tokenizer), ("packing.seq_len", seq_len),
@@ -121,14 +128,15 @@ def register(app: typer.Typer) -> None:
             if val is not None:
                 overrides.append(f"{key}={val}")
         cfg = load(IngestConfig, path, overrides)
+        cli_sources = [(s, kind, None, pdf_password) if pdf_password else (s, kind, None) for s in sources or []]
         progress = RichProgress(console)
         try:
             if cfg.retrieval.rate > 0:  # issue 9: plain corpus, then synthesized retrieval examples
                 from bookft.ingest.retrieval import build_with_retrieval
 
-                m = build_with_retrieval(cfg, progress, sources=[(s, kind, None) for s in sources or []])
+                m = build_with_retrieval(cfg, progress, sources=cli_sources)
             else:
-                m = build_corpus(cfg, progress, sources=[(s, kind, None) for s in sources or []])
+                m = build_corpus(cfg, progress, sources=cli_sources)
         finally:
             progress.stop()
         console.print(summary_table(m))
