@@ -28,6 +28,7 @@ from typing import IO
 from bookft.ingest.config import ExtractConfig, LimitsConfig
 from bookft.ingest.documents import Document, Entry, ExtractResult, clean_text
 from bookft.ingest.legal import XmlRefused, xml_to_text
+from bookft.ingest.secrets import SecretScanner
 from bookft.ingest.text import html_document, jsonl_documents, text_document
 
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
@@ -206,13 +207,20 @@ def member_documents(name: str, data: bytes, source: str, collection: str, extra
 
 
 def extract_legal(path: Path, collection: str, limits: LimitsConfig, extract: ExtractConfig | None = None,
-                  password: str | None = None) -> ExtractResult:
+                  password: str | None = None, secrets: SecretScanner | None = None) -> ExtractResult:
     """A legal folder or archive -> documents, one manifest entry per member. An archive in the folder is
-    opened in place (members named `folder/sub/title.zip:member`); a damaged one fails alone."""
+    opened in place (members named `folder/sub/title.zip:member`); a damaged one fails alone. With
+    `secrets`, each document's secrets are redacted (lines of its extracted text) and listed."""
     res = ExtractResult(source=str(path), kind="legal")
 
     def add(name: str, data: bytes, src: str) -> None:
         docs, entry = member_documents(name, data, src, collection, extract, password)
+        if secrets is not None:
+            for d in docs:
+                d.text, found = secrets.redact(d.text, name)
+                if found:
+                    res.secrets.extend(f.record(d.source) for f in found)
+                    res.add("secrets", len(found))
         res.documents.extend(docs)
         res.entries.append(entry)
         res.add("files")

@@ -58,6 +58,7 @@ class NullProgress:
     def end(self) -> None: ...
 
 
+MAX_LISTED_SECRETS = 10_000  # findings listed in the manifest (all are counted)
 IN_PROCESS_BYTES = 16 << 20  # extraction of less than this runs in this process: starting a worker pool
 #                              (a fresh interpreter that imports the command line first) takes longer
 
@@ -185,6 +186,8 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple] | Non
 
     entries: list[dict] = [asdict(e) for e in bad]
     stats_total: dict[str, int] = defaultdict(int)
+    secrets: list[dict] = []  # redacted secrets: source, line, kind (bookft/ingest/secrets.py)
+    secrets_per_source: dict[str, int] = {}
     for i, job in enumerate(jobs):
         s = heads[i]
         for e in s["entries"]:
@@ -194,6 +197,9 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple] | Non
             entries.append(d)
         for k, v in s["stats"].items():
             stats_total[k] += v
+        if s.get("secrets"):
+            secrets_per_source[job.path] = len(s["secrets"])
+            secrets.extend(s["secrets"][:MAX_LISTED_SECRETS - len(secrets)])
 
     # --- dedup -------------------------------------------------------------------------------------------
     t, c = time.perf_counter(), time.process_time()
@@ -389,7 +395,11 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple] | Non
                    "padding_tokens": capacity - n_tok_total,
                    "fill": round(n_tok_total / capacity, 6) if capacity else 0.0,
                    "chars": info["chars"], "pdf_pages": stats_total.get("pages", 0),
-                   "pdf_empty_pages": stats_total.get("empty_pages", 0)},
+                   "pdf_empty_pages": stats_total.get("empty_pages", 0),
+                   "secrets_redacted": sum(secrets_per_source.values())},
+        "secrets": {"per_source": secrets_per_source, "findings": secrets,
+                    "findings_not_listed": sum(secrets_per_source.values()) - len(secrets),
+                    "scanned": {"code": cfg.extract.secrets.code, "legal": cfg.extract.secrets.legal}},
         "per_kind": info["per_kind"],
         "data_hash": info["data_hash"],
         "loss_weights": loss_weights is not None,

@@ -70,7 +70,8 @@ def summary_table(m: dict) -> Table:
     t.add_row("[bold]total", f"{c['documents']:,}", f"{c['chars']:,}", f"{c['tokens']:,}")
     t.caption = (f"seq_len {m['seq_len']:,}: {c['sequences']:,} sequences, fill {c['fill']:.4f}, "
                  f"padding {c['padding_tokens']:,} tokens, {c['split_documents']} documents split; "
-                 f"{c['duplicates']} duplicates removed; entries {c['entries']}; "
+                 f"{c['duplicates']} duplicates removed; {c.get('secrets_redacted', 0)} secrets redacted; "
+                 f"entries {c['entries']}; "
                  f"work {m['work']}; {m['timings']['total']:.1f} s")
     return t
 
@@ -109,6 +110,8 @@ def register(app: typer.Typer) -> None:
         pdf_password: str = typer.Option(None, "--pdf-password", envvar="BOOKFT_PDF_PASSWORD", help="Password of the "
                                          "encrypted PDFs in SOURCES (files you own); never written to the corpus. "
                                          "For a corpus YAML's sources: pdf_password_env."),
+        no_secret_scan: bool = typer.Option(False, "--no-secret-scan", help="Do not scan code (or legal) sources "
+                                            "for secrets (on for code by default: found ones are redacted)."),
     ) -> None:
         """Turn sources into a packed, versioned corpus (tokens in sequences of --seq-len)."""
         from bookft.ingest.build import build_corpus
@@ -127,6 +130,8 @@ def register(app: typer.Typer) -> None:
                          ("workers", workers), ("retrieval.rate", synthesize_retrieval)):
             if val is not None:
                 overrides.append(f"{key}={val}")
+        if no_secret_scan:
+            overrides += ["extract.secrets.code=false", "extract.secrets.legal=false"]
         cfg = load(IngestConfig, path, overrides)
         cli_sources = [(s, kind, None, pdf_password) if pdf_password else (s, kind, None) for s in sources or []]
         progress = RichProgress(console)

@@ -72,11 +72,21 @@ class OcrConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class SecretsConfig:
+    """Secret scanning with detect-secrets before tokenization (bookft/ingest/secrets.py): found secrets
+    are redacted to a placeholder and listed (file, line, kind; never the value) in the manifest."""
+
+    code: bool = True  # code repositories: on by default (`--no-secret-scan` or `extract.secrets.code=false`)
+    legal: bool = False  # legal archives and folders: off by default (prose rarely holds keys; costs a pass)
+
+
+@dataclass(frozen=True, kw_only=True)
 class ExtractConfig:
     pdf_backend: Literal["pdfium", "pypdf"] = "pdfium"  # pypdf always takes over when pdfium fails
     code_skip_vendored: bool = True  # vendor/, node_modules/, lock files, minified files
     code_include_hidden: bool = False  # dot-files and dot-folders other than .git (never read)
     ocr: OcrConfig = field(default_factory=OcrConfig)  # off by default
+    secrets: SecretsConfig = field(default_factory=SecretsConfig)
 
 
 @dataclass(frozen=True, kw_only=True)

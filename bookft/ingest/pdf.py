@@ -36,12 +36,12 @@ class PdfFailure(Exception):
     """A PDF that cannot be read; the message is the manifest reason."""
 
 
-ENCRYPTED_NO_PASSWORD = "encrypted PDF (a password is required; none was given)"
-ENCRYPTED_WRONG_PASSWORD = "encrypted PDF (the password given does not open it)"
+ENCRYPTED_NONE_GIVEN = "encrypted PDF (a password is required; none was given)"
+ENCRYPTED_WRONG_ONE = "encrypted PDF (the password given does not open it)"
 
 
 def _encrypted(password: str | None) -> str:
-    return ENCRYPTED_WRONG_PASSWORD if password else ENCRYPTED_NO_PASSWORD
+    return ENCRYPTED_WRONG_ONE if password else ENCRYPTED_NONE_GIVEN
 
 
 def _pages_pdfium(data: bytes, password: str | None = None) -> tuple[list[str], dict]:

@@ -10,6 +10,8 @@ Design choices:
   here and mappable by a distributed engine later. `job_key` is its cache key: the content hash of
   the source plus the extractor version and options. A PDF password travels in the job (never in
   the manifest); the key holds only a salted, slow hash of it, so a changed password re-extracts.
+- Secrets (bookft/ingest/secrets.py) are redacted inside extraction, before anything is cached or
+  tokenized: code repositories by default, legal sources when asked (`extract.secrets`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from bookft.ingest.documents import Entry, ExtractResult, file_hash
 from bookft.ingest.docx import extract_docx
 from bookft.ingest.epub import extract_epub
 from bookft.ingest.pdf import extract_pdf
+from bookft.ingest.secrets import scanner
 from bookft.ingest.text import extract_text_file
 
 EXTRACTOR_VERSION = "1"
@@ -219,10 +222,12 @@ def extract(job: ExtractJob) -> ExtractResult:
         if job.kind == "docx":
             return extract_docx(p, job.collection, job.limits)
         if job.kind == "code":
-            return extract_code(p, job.collection, job.limits.code_max_file_kb, job.extract.code_skip_vendored,
-                                job.extract.code_include_hidden)
+            with scanner(job.extract.secrets.code) as secrets:
+                return extract_code(p, job.collection, job.limits.code_max_file_kb, job.extract.code_skip_vendored,
+                                    job.extract.code_include_hidden, secrets)
         if job.kind == "legal":
-            return extract_legal(p, job.collection, job.limits, job.extract, job.pdf_password)
+            with scanner(job.extract.secrets.legal) as secrets:
+                return extract_legal(p, job.collection, job.limits, job.extract, job.pdf_password, secrets)
         return extract_text_file(p, job.collection, job.kind)
     except Exception as e:  # a bug or an unforeseen file: report it, keep the run going
         res = ExtractResult(source=job.path, kind=job.kind)
