@@ -196,6 +196,15 @@ def _load_folder(path: Path):
     return model, tokenizer
 
 
+def _readable(folder: Path) -> None:
+    """safetensors writes its file 0600; give every file the mode the umask allows, like the others."""
+    umask = os.umask(0)
+    os.umask(umask)
+    for f in folder.iterdir():
+        if f.is_file():
+            f.chmod(0o666 & ~umask)
+
+
 def import_model(src: str | Path, out: str | Path, *, dtype: str = "float32", overwrite: bool = False) -> ImportReport:
     """Convert `src` (a .gguf file, a folder with one, or an HF folder) into the HF folder `out`."""
     t0 = time.perf_counter()
@@ -233,6 +242,7 @@ def import_model(src: str | Path, out: str | Path, *, dtype: str = "float32", ov
         model.save_pretrained(str(tmp))
         tokenizer.save_pretrained(str(tmp), save_jinja_files=False)
         config_from_hf(read_hf_config(tmp), str(tmp / "config.json"))
+        _readable(tmp)
         if out.exists():
             shutil.rmtree(out)
         out.parent.mkdir(parents=True, exist_ok=True)

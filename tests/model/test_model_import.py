@@ -129,6 +129,7 @@ def test_folder_import_via_cli(tmp_path):
     assert json.loads((out / "config.json").read_text())["dtype"] == "bfloat16"
     assert json.loads((out / "tokenizer_config.json").read_text())["chat_template"] == CHAT
     assert (out / "model.safetensors").is_file() and not list(tmp_path.glob(".out.importing-*"))
+    assert (out / "model.safetensors").stat().st_mode & 0o044 == (out / "config.json").stat().st_mode & 0o044
     ids = np.arange(20, dtype=np.int64)[None] % 300
     import torch
     from safetensors import safe_open
