@@ -1,4 +1,5 @@
-"""`bookft inspect CORPUS [--json]`: the manifest summary of a corpus version."""
+"""`bookft inspect CORPUS [--json]`: the manifest summary of a corpus version (counts, fill, tokenizer,
+failed/skipped sources, redacted secrets by file, line and kind)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ def summary(corpus: Corpus) -> dict:
             "per_kind": m.get("per_kind", {}), "segments": m.get("segments"),
             "tokenizer": m["tokenizer"], "data_hash": m.get("data_hash"), "work": m.get("work", {}),
             "n_ingested": sum(1 for e in m["sources"] if e["status"] == "ingested"),
-            "failed": pick("failed"), "skipped": pick("skipped")}
+            "failed": pick("failed"), "skipped": pick("skipped"),
+            "secrets_redacted": c.get("secrets_redacted", 0),  # file, line, kind per finding; never the value
+            "secrets": m.get("secrets", {"per_source": {}, "findings": [], "findings_not_listed": 0})}
 
 
 def register(app: typer.Typer) -> None:
@@ -42,7 +45,7 @@ def register(app: typer.Typer) -> None:
         t.add_column("field")
         t.add_column("value", justify="right")
         for k in ("n_documents", "n_tokens", "n_sequences", "seq_len", "fill", "padding_tokens",
-                  "split_documents", "duplicates", "chars", "pdf_pages", "n_ingested"):
+                  "split_documents", "duplicates", "chars", "pdf_pages", "n_ingested", "secrets_redacted"):
             v = s[k]
             t.add_row(k, f"{v:,.4f}" if isinstance(v, float) else f"{v:,}")
         t.add_row("tokenizer", f"{s['tokenizer']['origin']} vocab {s['tokenizer']['vocab_size']:,} "
@@ -55,6 +58,17 @@ def register(app: typer.Typer) -> None:
         for kind, v in sorted(s["per_kind"].items()):
             k.add_row(kind, f"{v['documents']:,}", f"{v['chars']:,}", f"{v['tokens']:,}")
         con.print(k)
+        found = s["secrets"]["findings"]
+        if found:
+            r = Table(title=f"redacted secrets ({s['secrets_redacted']:,}; per source: "
+                            + ", ".join(f"{k}: {v:,}" for k, v in s["secrets"]["per_source"].items()) + ")")
+            for col in ("file", "line", "kind"):
+                r.add_column(col, overflow="fold", justify="right" if col == "line" else "left")
+            for f in found[:50]:
+                r.add_row(f["source"], str(f["line"]), f["kind"])
+            if len(found) > 50 or s["secrets"]["findings_not_listed"]:
+                r.caption = f"... {s['secrets_redacted'] - 50:,} more (--json lists them)"
+            con.print(r)
         bad = s["failed"] + s["skipped"]
         if bad:
             b = Table(title="failed / skipped")

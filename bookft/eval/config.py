@@ -9,7 +9,14 @@ Design choices:
   question and answer), measured with the model's own tokenizer; this makes cells of one length
   batchable and keeps them under the model's position limit.
 - `scoring` lists the scorers to run per cell: teacher_forced (exact match of the answer tokens,
-  one forward pass) and generate (greedy decoding + RULER string_match_all).
+  one forward pass) and generate (greedy decoding + RULER string_match_all). The first one is the
+  headline: the summary, the heatmap and the effective length come from it.
+- The library defaults (teacher_forced, no chat template) are what the tiny default is scored by,
+  where teacher forcing is exact: its model was trained on bookft's own short phrasing. `bookft
+  eval niah` adds the RULER protocol for the RULER phrasing (`ruler_protocol_defaults`) wherever
+  the user set neither key: generated text scored by string match, and the tokenizer's chat
+  template when it has one. A pretrained chat model answers ":3708443" where the forced target is
+  " 3708443", so exact match on forced tokens scores formatting, not retrieval (issue 17).
 """
 
 from __future__ import annotations
@@ -88,3 +95,18 @@ class EvalConfig:
             raise ConfigError("eval task knobs: num_values/num_queries >= 1, num_distractors/num_hops >= 0")
         if not 1 <= self.value_digits <= 32:
             raise ConfigError(f"eval.value_digits must be in 1..32, got {self.value_digits}")
+
+
+RULER_SCORING = ("generate",)
+
+
+def ruler_protocol_defaults(data: dict, has_chat_template: bool) -> dict:
+    """Defaults for keys the merged settings `data` leave unset: RULER phrasing is scored RULER's way.
+
+    {"scoring": ["generate"], "chat_template": has_chat_template} when the phrasing (set or default)
+    is ruler, else {}. teacher_forced stays available (`--scoring generate,teacher_forced`).
+    """
+    phrasing = data.get("phrasing", EvalConfig.__dataclass_fields__["phrasing"].default)
+    if phrasing != "ruler":
+        return {}
+    return {"scoring": list(RULER_SCORING), "chat_template": bool(has_chat_template)}

@@ -4,7 +4,9 @@ Design choices:
 - Settings are layered: the run config's `eval:` section (from the checkpoint's run config, then
   the --config file), then `--set` overrides (`eval.lengths=[1024]` or plain `lengths=[1024]`;
   keys under another run-config section, e.g. `attention.strategy=ring`, go to the run config),
-  then the explicit flags (--lengths, --depths, ...). One strict `from_dict(EvalConfig, ...)`
+  then the explicit flags (--lengths, --depths, ...). Keys set by none of them take the RULER
+  protocol's defaults when the phrasing is ruler (generate scoring, the chat template where the
+  tokenizer has one; eval/config.py), then EvalConfig's. One strict `from_dict(EvalConfig, ...)`
   checks the result, so an unknown key names its path.
 - The subject is a checkpoint (`bookft.train.checkpoint.load_params(run_dir) -> (model, run_config)`)
   or an HF folder (`bookft.model.load_hf`). Missing pieces (other engineers' modules that have not
@@ -24,7 +26,7 @@ from rich.console import Console
 
 from bookft.config import apply_overrides, deep_merge, from_dict, parse_override, read_yaml
 from bookft.errors import CorpusError, EvalError
-from bookft.eval.config import EvalConfig
+from bookft.eval.config import EvalConfig, ruler_protocol_defaults
 from bookft.eval.drivers import attention_and_layout
 from bookft.eval.layout import SeqLayout
 from bookft.eval.report import print_summary, write_report
@@ -49,7 +51,8 @@ def split_overrides(overrides: list[str]) -> tuple[list[str], list[str]]:
 
 
 def load_settings(config: str | Path | None, overrides: list[str], flags: dict[str, Any],
-                  base: dict | None = None) -> EvalConfig:
+                  base: dict | None = None, *, has_chat_template: bool = False) -> EvalConfig:
+    """The eval settings; keys set nowhere take ruler_protocol_defaults, then EvalConfig's defaults."""
     data = dict(base or {})
     if config is not None:
         raw = read_yaml(config)
@@ -59,6 +62,7 @@ def load_settings(config: str | Path | None, overrides: list[str], flags: dict[s
         data = deep_merge(data, section)
     data = apply_overrides(data, split_overrides(overrides)[0])
     data.update({k: v for k, v in flags.items() if v is not None})
+    data = {**ruler_protocol_defaults(data, has_chat_template), **data}
     return from_dict(EvalConfig, data, "eval")
 
 
@@ -166,7 +170,7 @@ def evaluate(*, checkpoint: str | None, model_dir: str | None, tokenizer: str | 
     run_config = file_run_config or run_config
     mesh = mesh if mesh is not None else build_mesh(run_config)
     base_eval = dict(getattr(run_config, "eval", None) or {})
-    settings = load_settings(config, overrides, flags, base=base_eval)
+    settings = load_settings(config, overrides, flags, base=base_eval, has_chat_template=bool(tok.chat_template))
     from bookft.attention.config import AttentionConfig
 
     att = run_config.attention if run_config is not None else AttentionConfig(strategy="local")

@@ -1,4 +1,4 @@
-"""ingest: sources (PDF, code repository, legal archive, JSONL, HTML, text) -> documents -> tokens -> corpus.
+"""ingest: sources (PDF, EPUB, DOCX, code repository, legal archive, JSONL, HTML, text) -> documents -> corpus.
 
 Public API: `IngestConfig`, `build_corpus(config) -> manifest`, `extract(job)` (the pure per-source
 function), `resolve_sources`, `train_bpe`, `load_tokenizer`.

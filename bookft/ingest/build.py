@@ -58,6 +58,7 @@ class NullProgress:
     def end(self) -> None: ...
 
 
+MAX_LISTED_SECRETS = 10_000  # findings listed in the manifest (all are counted)
 IN_PROCESS_BYTES = 16 << 20  # extraction of less than this runs in this process: starting a worker pool
 #                              (a fresh interpreter that imports the command line first) takes longer
 
@@ -125,11 +126,13 @@ def _previous_tokenizer(root: Path, cfg: IngestConfig):
     return None
 
 
-def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, str, str | None]] | None = None,
+def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple] | None = None,
                  loss_weights: LossWeightsFn | None = None,
                  before_publish: Callable[[Path, dict], bool] | None = None) -> dict:
     """Build and publish a new corpus version in `cfg.out`; returns its manifest. Raises IngestError if
     nothing could be ingested.
+
+    sources: [(path, kind, collection)] or [(path, kind, collection, pdf_password)] besides cfg.sources.
 
     loss_weights(document, token_ids int32 [n]) -> float32 [n] or None (= all 1.0): the hook for
     synthesized retrieval examples (issue 9); when given, sequences carry a `loss_weights` column.
@@ -153,7 +156,7 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
         from bookft.ingest.sample import generate_sample
 
         specs = generate_sample(root / "sample-sources", cfg.sample) + specs
-    specs += [(s.path, s.kind, s.collection) for s in cfg.sources]
+    specs += [(s.path, s.kind, s.collection, s.password()) for s in cfg.sources]  # password: from the environment
     if not specs:
         raise IngestError("no sources given: name files or folders, or a corpus YAML with `sources:`")
     jobs, bad = resolve_sources(specs, cfg.extract, cfg.limits)
@@ -183,6 +186,8 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
 
     entries: list[dict] = [asdict(e) for e in bad]
     stats_total: dict[str, int] = defaultdict(int)
+    secrets: list[dict] = []  # redacted secrets: source, line, kind (bookft/ingest/secrets.py)
+    secrets_per_source: dict[str, int] = {}
     for i, job in enumerate(jobs):
         s = heads[i]
         for e in s["entries"]:
@@ -192,6 +197,9 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
             entries.append(d)
         for k, v in s["stats"].items():
             stats_total[k] += v
+        if s.get("secrets"):
+            secrets_per_source[job.path] = len(s["secrets"])
+            secrets.extend(s["secrets"][:MAX_LISTED_SECRETS - len(secrets)])
 
     # --- dedup -------------------------------------------------------------------------------------------
     t, c = time.perf_counter(), time.process_time()
@@ -387,7 +395,11 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple[str, s
                    "padding_tokens": capacity - n_tok_total,
                    "fill": round(n_tok_total / capacity, 6) if capacity else 0.0,
                    "chars": info["chars"], "pdf_pages": stats_total.get("pages", 0),
-                   "pdf_empty_pages": stats_total.get("empty_pages", 0)},
+                   "pdf_empty_pages": stats_total.get("empty_pages", 0),
+                   "secrets_redacted": sum(secrets_per_source.values())},
+        "secrets": {"per_source": secrets_per_source, "findings": secrets,
+                    "findings_not_listed": sum(secrets_per_source.values()) - len(secrets),
+                    "scanned": {"code": cfg.extract.secrets.code, "legal": cfg.extract.secrets.legal}},
         "per_kind": info["per_kind"],
         "data_hash": info["data_hash"],
         "loss_weights": loss_weights is not None,

@@ -60,7 +60,8 @@ def write_extract(root: Path, key: str, res: ExtractResult) -> dict:
             off += len(b)
     os.replace(tmp, text_p)
     head = {"format": HEAD_FORMAT, "source": res.source, "kind": res.kind, "hash": res.hash,
-            "entries": [asdict(e) for e in res.entries], "stats": res.stats, "documents": docs}
+            "entries": [asdict(e) for e in res.entries], "stats": res.stats, "documents": docs,
+            "secrets": res.secrets}
     tmp = head_p.with_name(f".{key}.tmp{os.getpid()}.json")
     tmp.write_text(json.dumps(head, ensure_ascii=False), encoding="utf-8")
     os.replace(tmp, head_p)
@@ -117,7 +118,8 @@ class SourceCache:
         """The whole ExtractResult (texts included) of a source: for tests and tools, not the build."""
         h = self.head(key)
         return ExtractResult(source=h["source"], kind=h["kind"], hash=h["hash"], documents=list(self.documents(key)),
-                             entries=[Entry(**e) for e in h["entries"]], stats=h["stats"])
+                             entries=[Entry(**e) for e in h["entries"]], stats=h["stats"],
+                             secrets=h.get("secrets", []))
 
     # --- tokens ---------------------------------------------------------------------------------------
     def _t(self, fp: str, key: str, ext: str = ".tok") -> Path:

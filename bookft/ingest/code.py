@@ -9,6 +9,8 @@ Design choices:
   read. Skipped with a reason in the manifest: binaries (content sniffing, not extensions), files
   over the size cap, vendored folders, lock files, minified files, symlinks that leave the tree,
   symlink loops, directory symlinks (never followed, so no cycles).
+- Secrets (private keys, cloud and API tokens, passwords in config) are redacted file by file before
+  the document is assembled, when a scanner is given (on by default: bookft/ingest/secrets.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 import pathspec
 
 from bookft.ingest.documents import Document, Entry, ExtractResult, decode_text, looks_binary
+from bookft.ingest.secrets import SecretScanner
 
 VENDORED_DIRS = {"node_modules", "vendor", "third_party", "__pycache__", ".venv", "venv", "dist", "build",
                  ".tox", ".mypy_cache", ".pytest_cache", ".ruff_cache", "site-packages", ".eggs"}
@@ -124,7 +127,9 @@ class _Walker:
 
 
 def extract_code(root: Path, collection: str, max_file_kb: int = 1024, skip_vendored: bool = True,
-                 include_hidden: bool = False) -> ExtractResult:
+                 include_hidden: bool = False, secrets: SecretScanner | None = None) -> ExtractResult:
+    """A repository -> one document; with `secrets`, each file's secrets are redacted (lines counted in
+    the file as read, newlines normalised) and listed in `res.secrets`."""
     res = ExtractResult(source=str(root), kind="code")
     walker = _Walker(root, res, include_hidden, skip_vendored)
     parts: list[str] = []
@@ -149,7 +154,13 @@ def extract_code(root: Path, collection: str, max_file_kb: int = 1024, skip_vend
         if skip_vendored and _minified(text):
             walker.skip(rel, "minified file (very long lines)")
             continue
-        text = text.replace("\r\n", "\n").strip("\n")
+        text = text.replace("\r\n", "\n")
+        if secrets is not None:
+            text, found = secrets.redact(text, rel)
+            if found:
+                res.secrets.extend(f.record(f"{root}/{rel}") for f in found)
+                res.add("secrets", len(found))
+        text = text.strip("\n")
         if not text.strip():
             walker.skip(rel, "empty file")
             continue
@@ -172,7 +183,8 @@ def looks_like_repository(folder: Path) -> bool:
     for _dirpath, dirs, files in os.walk(folder):
         dirs[:] = [d for d in dirs if not d.startswith(".") and d not in VENDORED_DIRS]
         for f in files:
-            if f.lower().endswith((".pdf", ".zip", ".tar", ".gz", ".tgz", ".xz", ".jsonl", ".ndjson")):
+            if f.lower().endswith((".pdf", ".epub", ".docx", ".zip", ".tar", ".gz", ".tgz", ".xz", ".jsonl",
+                                   ".ndjson")):
                 return False  # documents, not a code base: the folder is opened instead
             n += 1
             code += os.path.splitext(f)[1].lower() in CODE_EXTS

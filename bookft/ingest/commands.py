@@ -70,7 +70,8 @@ def summary_table(m: dict) -> Table:
     t.add_row("[bold]total", f"{c['documents']:,}", f"{c['chars']:,}", f"{c['tokens']:,}")
     t.caption = (f"seq_len {m['seq_len']:,}: {c['sequences']:,} sequences, fill {c['fill']:.4f}, "
                  f"padding {c['padding_tokens']:,} tokens, {c['split_documents']} documents split; "
-                 f"{c['duplicates']} duplicates removed; entries {c['entries']}; "
+                 f"{c['duplicates']} duplicates removed; {c.get('secrets_redacted', 0)} secrets redacted; "
+                 f"entries {c['entries']}; "
                  f"work {m['work']}; {m['timings']['total']:.1f} s")
     return t
 
@@ -93,11 +94,11 @@ def problems_table(m: dict) -> Table | None:
 def register(app: typer.Typer) -> None:
     @app.command()
     def ingest(
-        sources: list[str] = typer.Argument(None, help="Files or folders (PDF, code repository, legal "
-                                            "archive/folder, JSONL, HTML, text). None: the built-in sample."),
+        sources: list[str] = typer.Argument(None, help="Files or folders (PDF, EPUB, DOCX, code repository, "
+                                            "legal archive/folder, JSONL, HTML, text). None: the built-in sample."),
         out: str = typer.Option(None, "--out", "-o", help="Corpus directory (default from the corpus YAML)."),
         corpus: Path = typer.Option(None, "--corpus", "-c", help="Corpus definition YAML (corpora/*.yaml)."),
-        kind: str = typer.Option("auto", "--kind", help="auto|pdf|code|legal|jsonl|html|text for SOURCES."),
+        kind: str = typer.Option("auto", "--kind", help="auto|pdf|epub|docx|code|legal|jsonl|html|text for SOURCES."),
         tokenizer: str = typer.Option(None, "--tokenizer", help="tokenizer.json or HF model folder (local)."),
         seq_len: int = typer.Option(None, "--seq-len", help="Tokens per packed sequence."),
         vocab_size: int = typer.Option(None, "--vocab-size", help="Vocabulary of the BPE trained on the corpus."),
@@ -106,13 +107,22 @@ def register(app: typer.Typer) -> None:
         set_: list[str] = typer.Option([], "--set", help="Config override key=value (repeatable)."),
         synthesize_retrieval: float = typer.Option(None, "--synthesize-retrieval", help="Share of sequences "
                                                    "that are synthesized long-range retrieval examples (0-0.99)."),
+        pdf_password: str = typer.Option(None, "--pdf-password", envvar="BOOKFT_PDF_PASSWORD", help="Password of the "
+                                         "encrypted PDFs in SOURCES (files you own); never written to the corpus. "
+                                         "For a corpus YAML's sources: pdf_password_env."),
+        no_secret_scan: bool = typer.Option(False, "--no-secret-scan", help="Do not scan code (or legal) sources "
+                                            "for secrets (on for code by default: found ones are redacted)."),
     ) -> None:
         """Turn sources into a packed, versioned corpus (tokens in sequences of --seq-len)."""
         from bookft.ingest.build import build_corpus
         from bookft.ingest.config import IngestConfig
+        from bookft.ingest.sources import KINDS
 
-        if kind not in ("auto", "pdf", "code", "legal", "jsonl", "html", "text"):
-            raise ConfigError(f"--kind {kind!r}: expected auto, pdf, code, legal, jsonl, html or text")
+        if kind not in ("auto", *KINDS):
+            raise ConfigError(f"--kind {kind!r}: expected auto, {', '.join(KINDS)}")
+        if pdf_password and not sources:
+            console.print("[yellow]note[/]: --pdf-password (BOOKFT_PDF_PASSWORD) opens PDFs named on the command "
+                          "line; a corpus YAML source names its own: pdf_password_env: NAME")
         path = corpus if corpus is not None else (None if sources else default_corpus_yaml())
         overrides = list(set_)
         for key, val in (("out", out), ("tokenizer.path", tokenizer), ("packing.seq_len", seq_len),
@@ -120,15 +130,18 @@ def register(app: typer.Typer) -> None:
                          ("workers", workers), ("retrieval.rate", synthesize_retrieval)):
             if val is not None:
                 overrides.append(f"{key}={val}")
+        if no_secret_scan:
+            overrides += ["extract.secrets.code=false", "extract.secrets.legal=false"]
         cfg = load(IngestConfig, path, overrides)
+        cli_sources = [(s, kind, None, pdf_password) if pdf_password else (s, kind, None) for s in sources or []]
         progress = RichProgress(console)
         try:
             if cfg.retrieval.rate > 0:  # issue 9: plain corpus, then synthesized retrieval examples
                 from bookft.ingest.retrieval import build_with_retrieval
 
-                m = build_with_retrieval(cfg, progress, sources=[(s, kind, None) for s in sources or []])
+                m = build_with_retrieval(cfg, progress, sources=cli_sources)
             else:
-                m = build_corpus(cfg, progress, sources=[(s, kind, None) for s in sources or []])
+                m = build_corpus(cfg, progress, sources=cli_sources)
         finally:
             progress.stop()
         console.print(summary_table(m))

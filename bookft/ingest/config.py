@@ -10,13 +10,14 @@ Design choices:
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Literal
 
 from bookft.errors import ConfigError
 from bookft.ingest.retrieval_config import RetrievalConfig  # issue 9: synthesized retrieval examples
 
-Kind = Literal["auto", "pdf", "code", "legal", "jsonl", "html", "text"]
+Kind = Literal["auto", "pdf", "epub", "docx", "code", "legal", "jsonl", "html", "text"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -24,6 +25,24 @@ class SourceConfig:
     path: str
     kind: Kind = "auto"
     collection: str | None = None  # default: the file or folder name
+    pdf_password_env: str | None = None  # name of an environment variable holding the password that opens
+    #   this source's encrypted PDFs (files the user owns). A name, not the password: corpus YAML gets
+    #   committed and the manifest copies the config. `--pdf-password` does the same for command-line sources.
+
+    def validate(self) -> None:
+        if self.pdf_password_env is not None and not self.pdf_password_env.replace("_", "").isalnum():
+            raise ConfigError(f"sources[].pdf_password_env: expected an environment variable name, "
+                              f"got {self.pdf_password_env!r}")
+
+    def password(self) -> str | None:
+        """The password from the environment; ConfigError when the variable is named but not set."""
+        if self.pdf_password_env is None:
+            return None
+        value = os.environ.get(self.pdf_password_env)
+        if value is None:
+            raise ConfigError(f"source {self.path}: pdf_password_env names ${self.pdf_password_env}, which is not "
+                              "set; export it, or remove pdf_password_env")
+        return value
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,10 +56,37 @@ class LimitsConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class OcrConfig:
+    """OCR of PDF pages without a text layer (bookft/ingest/ocr.py): Tesseract, when it is on PATH."""
+
+    enabled: bool = False  # the per-corpus switch (`--set extract.ocr.enabled=true`)
+    lang: str = "eng"  # tesseract -l (installed traineddata, e.g. "eng+deu")
+    dpi: int = 300  # render resolution of a page
+    page_timeout_s: float = 120.0
+
+    def validate(self) -> None:
+        if not 50 <= self.dpi <= 1200:
+            raise ConfigError(f"extract.ocr.dpi: must be in [50, 1200], got {self.dpi}")
+        if not self.lang or not all(c.isalnum() or c in "+_" for c in self.lang):
+            raise ConfigError(f"extract.ocr.lang: tesseract language codes joined by '+', got {self.lang!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SecretsConfig:
+    """Secret scanning with detect-secrets before tokenization (bookft/ingest/secrets.py): found secrets
+    are redacted to a placeholder and listed (file, line, kind; never the value) in the manifest."""
+
+    code: bool = True  # code repositories: on by default (`--no-secret-scan` or `extract.secrets.code=false`)
+    legal: bool = False  # legal archives and folders: off by default (prose rarely holds keys; costs a pass)
+
+
+@dataclass(frozen=True, kw_only=True)
 class ExtractConfig:
     pdf_backend: Literal["pdfium", "pypdf"] = "pdfium"  # pypdf always takes over when pdfium fails
     code_skip_vendored: bool = True  # vendor/, node_modules/, lock files, minified files
     code_include_hidden: bool = False  # dot-files and dot-folders other than .git (never read)
+    ocr: OcrConfig = field(default_factory=OcrConfig)  # off by default
+    secrets: SecretsConfig = field(default_factory=SecretsConfig)
 
 
 @dataclass(frozen=True, kw_only=True)

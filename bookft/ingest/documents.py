@@ -49,7 +49,8 @@ class ExtractResult:
     hash: str = ""
     documents: list[Document] = field(default_factory=list)
     entries: list[Entry] = field(default_factory=list)
-    stats: dict[str, int] = field(default_factory=dict)  # pages, empty_pages, files, chars
+    stats: dict[str, int] = field(default_factory=dict)  # pages, empty_pages, files, chars, secrets
+    secrets: list[dict] = field(default_factory=list)  # redacted secrets: {source, line, kind}, never the value
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -58,7 +59,8 @@ class ExtractResult:
     def from_json(d: dict) -> ExtractResult:
         return ExtractResult(source=d["source"], kind=d["kind"], hash=d.get("hash", ""),
                              documents=[Document(**x) for x in d.get("documents", [])],
-                             entries=[Entry(**x) for x in d.get("entries", [])], stats=d.get("stats", {}))
+                             entries=[Entry(**x) for x in d.get("entries", [])], stats=d.get("stats", {}),
+                             secrets=d.get("secrets", []))
 
     def add(self, stat: str, n: int = 1) -> None:
         self.stats[stat] = self.stats.get(stat, 0) + n

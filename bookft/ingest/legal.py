@@ -24,7 +24,7 @@ BLOCKS = {"p", "content", "chapeau", "continuation", "text", "intro", "wrapup", 
 SKIP = {"meta", "toc", "notes", "sourcecredit", "layout"}
 
 
-def _local(tag) -> str:
+def local_name(tag) -> str:
     if not isinstance(tag, str):
         return ""
     return tag.rsplit("}", 1)[-1]
@@ -32,7 +32,7 @@ def _local(tag) -> str:
 
 def detect_schema(root) -> str:
     tag = root.tag if isinstance(root.tag, str) else ""
-    if "uslm" in tag or _local(tag) in ("uscDoc", "lawDoc", "pLaw", "bill"):
+    if "uslm" in tag or local_name(tag) in ("uscDoc", "lawDoc", "pLaw", "bill"):
         return "uslm"
     if "akn" in tag or "akomaNtoso" in tag:
         return "akoma-ntoso"
@@ -45,7 +45,7 @@ def _text(el) -> str:
 
 def _title(root) -> str:
     for el in root.iter():
-        name = _local(el.tag).lower()
+        name = local_name(el.tag).lower()
         if name in ("title", "doctitle", "frbrname", "shorttitle") and el.get("value"):
             return el.get("value")
         if name in ("doctitle", "dc:title") or (el.tag and str(el.tag).endswith("}title") and
@@ -57,19 +57,19 @@ def _title(root) -> str:
 
 
 def _render(el, out: list[str]) -> None:
-    name = _local(el.tag)
+    name = local_name(el.tag)
     low = name.lower()
     if low in SKIP:
         return
     if low in STRUCTURE:
-        heads = [_text(c) for c in el if _local(c.tag).lower() in HEADS]
+        heads = [_text(c) for c in el if local_name(c.tag).lower() in HEADS]
         head = " ".join(h for h in heads if h)
         if head:
             out.append(head)
         if el.text and el.text.strip():
             out.append(" ".join(el.text.split()))
         for child in el:
-            if _local(child.tag).lower() not in HEADS:
+            if local_name(child.tag).lower() not in HEADS:
                 _render(child, out)
             if child.tail and child.tail.strip():
                 out.append(" ".join(child.tail.split()))
@@ -91,15 +91,21 @@ class XmlRefused(Exception):
     """XML that is refused or broken; the message is the manifest reason."""
 
 
-def xml_to_text(data: bytes) -> tuple[str, str, str]:
-    """XML bytes -> (text, title, schema). Raises XmlRefused for entity bombs, XXE and bad XML."""
+def parse_xml(data: bytes):
+    """XML bytes -> root element (defusedxml). Raises XmlRefused for entity bombs, XXE and bad XML; also
+    the parser of the other XML-based formats (EPUB, DOCX)."""
     try:
-        root = DET.fromstring(data, forbid_dtd=False, forbid_entities=True, forbid_external=True)
+        return DET.fromstring(data, forbid_dtd=False, forbid_entities=True, forbid_external=True)
     except DefusedXmlException as e:
         raise XmlRefused(f"XML refused: {type(e).__name__} (entity declarations / external references are "
                          "not allowed; possible billion-laughs or XXE)") from None
     except DET.ParseError as e:
         raise XmlRefused(f"not well-formed XML: {e}") from None
+
+
+def xml_to_text(data: bytes) -> tuple[str, str, str]:
+    """XML bytes -> (text, title, schema). Raises XmlRefused for entity bombs, XXE and bad XML."""
+    root = parse_xml(data)
     out: list[str] = []
     _render(root, out)
     paras = [p for p in out if p]

@@ -4,8 +4,13 @@ Design choices:
 - pypdfium2 (fast, good text, BSD/Apache) is the default backend; pypdf (pure Python, always there)
   takes over for a file pdfium cannot open, and is the backend when asked for.
 - A file that does not start with `%PDF-` is refused before any parser sees it ("not a PDF").
-  Encrypted files (no password given; the empty user password is tried), damaged/truncated files and
-  files with no text layer (image-only) each get their own reason.
+  Encrypted files (RC4 or AES; no password given, or a wrong one; the empty user password is
+  tried), damaged/truncated files and files with no text layer (image-only) each get their own
+  reason. A password (per source, or `--pdf-password`) opens files the user owns; pypdf needs the
+  `cryptography` package for AES, a dependency of bookft.
+- Pages without a text layer are read by OCR (bookft/ingest/ocr.py, Tesseract) when the corpus
+  asks for it (`extract.ocr.enabled`) and tesseract is on PATH; the OCR text then goes through the
+  same cleaning as a text layer. Off, or without tesseract, such pages are reported as before.
 - Cleaning, in order: running headers/footers (a first/last line that repeats, digits masked, on at
   least half the pages) and bare page numbers removed; words hyphenated at line ends joined;
   lines joined into paragraphs (a short line ending a sentence ends a paragraph); ligatures
@@ -19,6 +24,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
+from bookft.ingest.config import OcrConfig
 from bookft.ingest.documents import Document, Entry, ExtractResult, clean_text
 
 _PAGE_NUM = re.compile(r"^\s*(page\s+)?(\d{1,5}|[ivxlcdm]{1,8})(\s*(of|/)\s*\d{1,5})?\s*$", re.I)
@@ -30,15 +36,23 @@ class PdfFailure(Exception):
     """A PDF that cannot be read; the message is the manifest reason."""
 
 
-def _pages_pdfium(data: bytes) -> tuple[list[str], dict]:
+ENCRYPTED_NONE_GIVEN = "encrypted PDF (a password is required; none was given)"
+ENCRYPTED_WRONG_ONE = "encrypted PDF (the password given does not open it)"
+
+
+def _encrypted(password: str | None) -> str:
+    return ENCRYPTED_WRONG_ONE if password else ENCRYPTED_NONE_GIVEN
+
+
+def _pages_pdfium(data: bytes, password: str | None = None) -> tuple[list[str], dict]:
     import pypdfium2 as pdfium
 
     try:
-        pdf = pdfium.PdfDocument(data)
+        pdf = pdfium.PdfDocument(data, password=password)
     except pdfium.PdfiumError as e:
         msg = str(e)
         if "password" in msg.lower():
-            raise PdfFailure("encrypted PDF (a password is required; none was given)") from None
+            raise PdfFailure(_encrypted(password)) from None
         raise PdfFailure(f"pdfium cannot open it: {msg}") from None
     try:
         meta = {}
@@ -96,28 +110,33 @@ def _pdfium_page_lines(page) -> str:
     return "\n".join(lines)
 
 
-def _pages_pypdf(data: bytes) -> tuple[list[str], dict]:
+def _pages_pypdf(data: bytes, password: str | None = None) -> tuple[list[str], dict]:
     import logging
 
     from pypdf import PdfReader
-    from pypdf.errors import PdfReadError
+    from pypdf.errors import DependencyError, PdfReadError
 
     logging.getLogger("pypdf").setLevel(logging.ERROR)
     try:
         reader = PdfReader(io.BytesIO(data), strict=False)
         if reader.is_encrypted:
             try:
-                ok = reader.decrypt("")
+                ok = reader.decrypt(password or "")
+            except DependencyError:
+                raise
             except Exception as e:
                 raise PdfFailure(f"encrypted PDF that cannot be decrypted here ({e})") from None
             if not ok:
-                raise PdfFailure("encrypted PDF (a password is required; none was given)")
+                raise PdfFailure(_encrypted(password))
         pages = [p.extract_text() or "" for p in reader.pages]
         m = reader.metadata or {}
         meta = {"title": str(m.get("/Title", "") or ""), "author": str(m.get("/Author", "") or "")}
         return pages, meta
     except PdfFailure:
         raise
+    except DependencyError as e:  # only encryption needs an optional package (AES: cryptography)
+        raise PdfFailure(f"encrypted PDF (AES); decrypting it needs a package that is missing ({e}): "
+                         "pip install 'cryptography>=3.1'") from None
     except (PdfReadError, Exception) as e:  # pypdf raises many types on damaged files
         raise PdfFailure(f"damaged or truncated PDF ({type(e).__name__}: {str(e)[:120]})") from None
 
@@ -177,8 +196,10 @@ def join_lines(lines: list[str]) -> str:
     return text
 
 
-def pdf_text(data: bytes, backend: str = "pdfium") -> tuple[str, dict]:
-    """PDF bytes -> (text, meta with pages / empty_pages / backend / title / author). Raises PdfFailure."""
+def pdf_text(data: bytes, backend: str = "pdfium", *, password: str | None = None, ocr: OcrConfig | None = None
+             ) -> tuple[str, dict]:
+    """PDF bytes -> (text, meta with pages / empty_pages / backend / title / author, and ocr_pages /
+    ocr_note when `ocr` is given). Raises PdfFailure."""
     if not data.lstrip()[:1024].startswith(b"%PDF-") and b"%PDF-" not in data[:1024]:
         head = data[:8]
         what = "empty file" if not data else f"starts with {head!r}"
@@ -186,18 +207,24 @@ def pdf_text(data: bytes, backend: str = "pdfium") -> tuple[str, dict]:
     used = backend
     if backend == "pdfium":
         try:
-            pages, meta = _pages_pdfium(data)
+            pages, meta = _pages_pdfium(data, password)
         except PdfFailure as e:
             if str(e).startswith("encrypted"):
-                pages, meta = _pages_pypdf(data)  # pypdf tries the empty user password
+                pages, meta = _pages_pypdf(data, password)  # pypdf tries the empty user password
             else:
                 try:
-                    pages, meta = _pages_pypdf(data)
+                    pages, meta = _pages_pypdf(data, password)
                 except PdfFailure as e2:
                     raise PdfFailure(f"{e2} (pdfium: {e})") from None
             used = "pypdf"
     else:
-        pages, meta = _pages_pypdf(data)
+        pages, meta = _pages_pypdf(data, password)
+    if ocr is not None and any(not p.strip() for p in pages):
+        from bookft.ingest.ocr import ocr_pages
+
+        read, note = ocr_pages(data, [i for i, p in enumerate(pages) if not p.strip()], ocr, password)
+        pages = [read.get(i, p) for i, p in enumerate(pages)]
+        meta = {**meta, "ocr_pages": len(read), "ocr_note": note}
     page_lines = [[ln for ln in p.replace("\r\n", "\n").replace("\r", "\n").split("\n")] for p in pages]
     empty = sum(1 for p in pages if not p.strip())
     page_lines = strip_headers_footers(page_lines)
@@ -218,16 +245,19 @@ def pdf_text(data: bytes, backend: str = "pdfium") -> tuple[str, dict]:
     return clean_text(text), meta
 
 
-def extract_pdf(path: Path, collection: str, backend: str = "pdfium") -> ExtractResult:
+def extract_pdf(path: Path, collection: str, backend: str = "pdfium", *, password: str | None = None,
+                ocr: OcrConfig | None = None) -> ExtractResult:
     res = ExtractResult(source=str(path), kind="pdf")
     try:
         data = path.read_bytes()
     except OSError as e:
         res.entries.append(Entry(str(path), "failed", f"cannot read file: {e.strerror or e}", "pdf"))
         return res
-    doc, entry, meta = pdf_document(data, str(path), collection, backend)
+    doc, entry, meta = pdf_document(data, str(path), collection, backend, password=password, ocr=ocr)
     res.add("pages", meta.get("pages", 0))
     res.add("empty_pages", meta.get("empty_pages", 0))
+    if meta.get("ocr_pages"):
+        res.add("ocr_pages", meta["ocr_pages"])
     res.add("files")
     if doc:
         res.documents.append(doc)
@@ -235,20 +265,25 @@ def extract_pdf(path: Path, collection: str, backend: str = "pdfium") -> Extract
     return res
 
 
-def pdf_document(data: bytes, source: str, collection: str, backend: str = "pdfium"
-                 ) -> tuple[Document | None, Entry, dict]:
+def pdf_document(data: bytes, source: str, collection: str, backend: str = "pdfium", *,
+                 password: str | None = None, ocr: OcrConfig | None = None) -> tuple[Document | None, Entry, dict]:
     try:
-        text, meta = pdf_text(data, backend)
+        text, meta = pdf_text(data, backend, password=password, ocr=ocr)
     except PdfFailure as e:
         return None, Entry(source, "failed", str(e), "pdf"), {}
+    ocr_note = f"; {meta['ocr_note']}" if meta.get("ocr_note") else ""
     if not text:
         why = (f"no text layer on any of {meta['pages']} page(s) (image-only/scanned PDF; OCR is not done)"
                if meta["pages"] else "PDF has no pages")
+        if meta.get("ocr_note"):  # OCR was asked for: say what it did instead
+            why = f"no text layer on any of {meta['pages']} page(s) (image-only/scanned PDF){ocr_note}"
         return None, Entry(source, "failed", why, "pdf"), meta
-    note = ""
+    notes = []
     if meta["empty_pages"]:
-        note = f"{meta['empty_pages']} of {meta['pages']} page(s) without a text layer"
+        notes.append(f"{meta['empty_pages']} of {meta['pages']} page(s) without a text layer")
+    if meta.get("ocr_note"):
+        notes.append(meta["ocr_note"])
     title = meta.get("title") or Path(source).stem
-    doc = Document(source, collection, "pdf", text, title,
-                   {k: meta[k] for k in ("author", "pages", "empty_pages", "backend") if meta.get(k) is not None})
-    return doc, Entry(source, "ingested", note, "pdf"), meta
+    keys = ("author", "pages", "empty_pages", "backend") + (("ocr_pages",) if meta.get("ocr_pages") else ())
+    doc = Document(source, collection, "pdf", text, title, {k: meta[k] for k in keys if meta.get(k) is not None})
+    return doc, Entry(source, "ingested", "; ".join(notes), "pdf"), meta

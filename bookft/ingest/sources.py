@@ -1,13 +1,17 @@
 """Sources: resolve what the user named into extraction jobs, and the one pure extraction entry point.
 
 Design choices:
-- `resolve_sources` turns paths into `ExtractJob`s (kind detected per source when `auto`): a PDF
-  file, an archive, a code repository folder, a legal folder, a JSONL/HTML/text file. A plain folder
-  of books/texts is expanded into one job per file, so refreshes (issue 7) re-extract only what
-  changed. Paths that cannot be used become failed/skipped manifest entries, never exceptions.
+- `resolve_sources` turns paths into `ExtractJob`s (kind detected per source when `auto`): a PDF,
+  EPUB or DOCX file, an archive, a code repository folder, a legal folder, a JSONL/HTML/text file.
+  A plain folder of books/texts is expanded into one job per file, so refreshes (issue 7)
+  re-extract only what changed. Paths that cannot be used become failed/skipped manifest entries,
+  never exceptions.
 - `extract(job) -> ExtractResult` is a pure function of the job (picklable), run by a process pool
   here and mappable by a distributed engine later. `job_key` is its cache key: the content hash of
-  the source plus the extractor version and options.
+  the source plus the extractor version and options. A PDF password travels in the job (never in
+  the manifest); the key holds only a salted, slow hash of it, so a changed password re-extracts.
+- Secrets (bookft/ingest/secrets.py) are redacted inside extraction, before anything is cached or
+  tokenized: code repositories by default, legal sources when asked (`extract.secrets`).
 """
 
 from __future__ import annotations
@@ -15,19 +19,24 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from bookft.ingest.archive import extract_legal, is_archive
 from bookft.ingest.code import VENDORED_DIRS, extract_code, looks_like_repository
 from bookft.ingest.config import ExtractConfig, LimitsConfig
 from bookft.ingest.documents import Entry, ExtractResult, file_hash
+from bookft.ingest.docx import extract_docx
+from bookft.ingest.epub import extract_epub
 from bookft.ingest.pdf import extract_pdf
+from bookft.ingest.secrets import scanner
 from bookft.ingest.text import extract_text_file
 
 EXTRACTOR_VERSION = "1"
 LEGAL_EXTS = (".xml", ".jsonl", ".ndjson", ".html", ".htm")
-KINDS = ("pdf", "code", "legal", "jsonl", "html", "text")
+KINDS = ("pdf", "epub", "docx", "code", "legal", "jsonl", "html", "text")
+BOOK_KINDS = ("pdf", "epub", "docx")  # one file is one work: its own collection
+BOOK_EXTS = (".pdf", ".epub", ".docx")
 
 
 @dataclass(frozen=True)
@@ -37,6 +46,7 @@ class ExtractJob:
     collection: str
     extract: ExtractConfig
     limits: LimitsConfig
+    pdf_password: str | None = field(default=None, repr=False)
 
 
 def file_kind(path: Path) -> str:
@@ -45,6 +55,10 @@ def file_kind(path: Path) -> str:
         return "legal"
     if low.endswith(".pdf"):
         return "pdf"
+    if low.endswith(".epub"):
+        return "epub"
+    if low.endswith(".docx"):
+        return "docx"
     if low.endswith(".xml"):
         return "legal"
     if low.endswith((".jsonl", ".ndjson")):
@@ -68,19 +82,24 @@ def _files(folder: Path) -> list[Path]:
     return out
 
 
-def resolve_sources(paths: list[tuple[str, str, str | None]], extract: ExtractConfig, limits: LimitsConfig
+def resolve_sources(paths: list[tuple], extract: ExtractConfig, limits: LimitsConfig
                     ) -> tuple[list[ExtractJob], list[Entry]]:
-    """[(path, kind, collection)] -> (jobs in order, entries for paths that cannot be used).
+    """[(path, kind, collection[, pdf_password])] -> (jobs in order, entries for paths that cannot be used).
 
     A folder with `auto`: a code repository (git checkout, or mostly source code and no documents)
-    is one job; a folder of mostly XML/JSONL/HTML is one legal job; any other folder is opened: each
-    file is its own job (a PDF is its own collection, other files share the folder's collection) and
-    each subfolder is resolved the same way.
+    is one job; a folder of mostly XML/JSONL/HTML (and no books or archives) is one legal job; any
+    other folder is opened: each file is its own job (a PDF, EPUB or DOCX is its own collection,
+    other files share the folder's collection; an archive is a legal job) and each subfolder is
+    resolved the same way. A password applies to every PDF the source holds.
     """
     jobs: list[ExtractJob] = []
     bad: list[Entry] = []
-    for raw, kind, coll in paths:
-        _resolve(Path(raw), raw, kind, coll, extract, limits, jobs, bad)
+    for raw, kind, coll, *rest in paths:
+        out: list[ExtractJob] = []
+        _resolve(Path(raw), raw, kind, coll, extract, limits, out, bad)
+        password = rest[0] if rest else None
+        jobs.extend(ExtractJob(j.path, j.kind, j.collection, j.extract, j.limits, password) if password else j
+                    for j in out)
     return jobs, bad
 
 
@@ -121,7 +140,7 @@ def _resolve(p: Path, raw: str, kind: str, coll: str | None, extract: ExtractCon
             jobs.append(ExtractJob(str(p), "code", name, extract, limits))
             return
         if sum(f.name.lower().endswith(LEGAL_EXTS) for f in files) * 2 >= len(files) and \
-                not any(is_archive(f) or f.name.lower().endswith(".pdf") for f in files):
+                not any(is_archive(f) or f.name.lower().endswith(BOOK_EXTS) for f in files):
             jobs.append(ExtractJob(str(p), "legal", name, extract, limits))
             return
         for child in sorted(os.listdir(p)):
@@ -136,7 +155,7 @@ def _resolve(p: Path, raw: str, kind: str, coll: str | None, extract: ExtractCon
                 _resolve(c, str(c), "auto", shared, extract, limits, jobs, bad)
         return
     for f in files:  # forced pdf/text/html/jsonl on a folder: every file, that kind
-        jobs.append(ExtractJob(str(f), kind, f.stem if kind == "pdf" else name, extract, limits))
+        jobs.append(ExtractJob(str(f), kind, f.stem if kind in BOOK_KINDS else name, extract, limits))
 
 
 def content_hash(job: ExtractJob) -> str:
@@ -177,9 +196,12 @@ def content_hash(job: ExtractJob) -> str:
 
 
 def job_key(job: ExtractJob, chash: str) -> str:
-    opts = json.dumps({"v": EXTRACTOR_VERSION, "kind": job.kind, "collection": job.collection, "path": job.path,
-                       "extract": asdict(job.extract), "limits": asdict(job.limits)}, sort_keys=True)
-    return hashlib.sha256((chash + opts).encode()).hexdigest()
+    opts = {"v": EXTRACTOR_VERSION, "kind": job.kind, "collection": job.collection, "path": job.path,
+            "extract": asdict(job.extract), "limits": asdict(job.limits)}
+    if job.pdf_password:  # salted and slow: the cache key does not give the password away
+        opts["password"] = hashlib.pbkdf2_hmac("sha256", job.pdf_password.encode(), (chash or job.path).encode(),
+                                               100_000).hex()
+    return hashlib.sha256((chash + json.dumps(opts, sort_keys=True)).encode()).hexdigest()
 
 
 def extract(job: ExtractJob) -> ExtractResult:
@@ -192,13 +214,20 @@ def extract(job: ExtractJob) -> ExtractResult:
             why = f"file over the {job.limits.max_file_mb:g} MiB cap"
             res.entries.append(Entry(job.path, "skipped", why, job.kind))
             return res
+        ocr = job.extract.ocr if job.extract.ocr.enabled else None
         if job.kind == "pdf":
-            return extract_pdf(p, job.collection, job.extract.pdf_backend)
+            return extract_pdf(p, job.collection, job.extract.pdf_backend, password=job.pdf_password, ocr=ocr)
+        if job.kind == "epub":
+            return extract_epub(p, job.collection, job.limits)
+        if job.kind == "docx":
+            return extract_docx(p, job.collection, job.limits)
         if job.kind == "code":
-            return extract_code(p, job.collection, job.limits.code_max_file_kb, job.extract.code_skip_vendored,
-                                job.extract.code_include_hidden)
+            with scanner(job.extract.secrets.code) as secrets:
+                return extract_code(p, job.collection, job.limits.code_max_file_kb, job.extract.code_skip_vendored,
+                                    job.extract.code_include_hidden, secrets)
         if job.kind == "legal":
-            return extract_legal(p, job.collection, job.limits, job.extract.pdf_backend)
+            with scanner(job.extract.secrets.legal) as secrets:
+                return extract_legal(p, job.collection, job.limits, job.extract, job.pdf_password, secrets)
         return extract_text_file(p, job.collection, job.kind)
     except Exception as e:  # a bug or an unforeseen file: report it, keep the run going
         res = ExtractResult(source=job.path, kind=job.kind)

@@ -29,7 +29,8 @@ def test_eval_post_step_runs_on_the_new_version(tmp_path):
     code, r = run_pipeline(path)
     ev = r["post"]["eval"]
     assert code == EXIT_OK and r["result"] == "ok" and ev["ok"], ev.get("error")
-    assert ev["settings"]["corpus"].endswith("versions/0002") and ev["score"] == "teacher_forced"
+    # RULER phrasing (the default) is scored RULER's way: generated text, string match
+    assert ev["settings"]["corpus"].endswith("versions/0002") and ev["score"] == "generate"
     assert 0.0 <= ev["mean"] <= 1.0
     res = json.loads((tmp_path / "corpus" / "runs" / "eval" / "0002" / "results.json").read_text())
     assert res["settings"]["haystack"] == "corpus" and res["lengths"] == [1024]
