@@ -127,6 +127,10 @@ def _check_folder(path: Path) -> None:
         method = quant.get("quant_method", "quantized") if isinstance(quant, dict) else "quantized"
         raise ModelError(f"{path / 'config.json'}: a {method} checkpoint; import the unquantized model "
                          "(or its GGUF file)")
+    own = sorted(k for k in hf if k.startswith("bookft_"))
+    if own:
+        raise ModelError(f"{path / 'config.json'}: a bookft folder with layers transformers lacks ({', '.join(own)}); "
+                         "transformers would drop them. Use the folder as it is (bookft loads it directly)")
     config_from_hf(hf, str(path / "config.json"))  # refuses what bookft cannot load
 
 

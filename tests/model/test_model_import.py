@@ -158,6 +158,9 @@ def test_folder_refusals(tmp_path):
     (src / "config.json").write_text(json.dumps(quantized))
     with pytest.raises(ModelError, match=r"config\.json: a awq checkpoint; import the unquantized model"):
         import_model(src, tmp_path / "out")
+    (src / "config.json").write_text(json.dumps({"model_type": "llama", "bookft_short_conv": 8}))
+    with pytest.raises(ModelError, match=r"a bookft folder with layers transformers lacks \(bookft_short_conv\)"):
+        import_model(src, tmp_path / "out")
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "notes.txt").write_text("mine")
