@@ -117,6 +117,10 @@ NOTES = [
     "every 1K depth (the old recipe: 2 of 6) and 0 of 3 at 2K (worst cells 0.8, 0.5, 0.7, all at depth 0-25%; "
     "the old recipe read 0 at 2K depth 0 on all six draws). 2,048-token steps took 2.5-3.3 s at this load, so "
     "the 300-step 2K stage is most of each loop; every wall is over the 20-minute target here.",
+    "Session 6, draw 2 (python benchmarks/e2e.py --seeds 2, rerun alone after the first process was stopped in it; "
+    "ingest and base eval beside three other jobs, training alone from step ~200): copy at step ~330, 256 gate at "
+    "400, 1K gate at 650, 950 steps; 1K 1/1/1/1/1, 2K 0.7/0.8/1/1/1; 1,756 s (train 1,400 s; 2,048-token steps "
+    "1.5-2.2 s alone). Four draws: 1K met on 4 of 4, 2K on 0 of 4; draw 4 not run.",
     "Next (not done): a larger 256 cap (the copy formed at step 300-550; draw 3 met the cap exactly) and a gate "
     "on a larger probe (the 256 cells are the noisiest); more 2,048-token steps for depth 0-25% within the time "
     "budget, which needs the 2,048 step to get cheaper (about 1 s on a quiet host in session 3) or fewer probe "
