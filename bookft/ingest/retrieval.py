@@ -167,9 +167,30 @@ def _signature(rng, pool: _Pool, cfg: RetrievalConfig, seed: int):
 KINDS = {"magic_number": _magic, "passage": _passage, "signature": _signature}
 
 
-def build_example(tok, rng, pool: _Pool, cfg: RetrievalConfig, kind: str, length: int, seed: int):
+def _more_magic(rng, cfg: RetrievalConfig, seed: int, first_question: str, n: int):
+    """n more magic-number facts for one example (retrieval.needles): (needle, depth, post, answer)
+    each, keys distinct from the first one's and from each other (seeds far from every example's)."""
+    from bookft.eval.config import EvalConfig
+    from bookft.eval.tasks import make_task
+
+    settings = EvalConfig(task="niah", value_digits=cfg.value_digits, phrasing=cfg.phrasing)
+    out, seen, t = [], {first_question}, 0
+    while len(out) < n and t < 16 * n:
+        t += 1
+        task = make_task(settings, seed + t * 100_000_000_000, 0.0)
+        if task.question in seen:
+            continue
+        seen.add(task.question)
+        out.append((task.needles[0].text, float(rng.uniform(0, 1)), f"\n\n{task.question}\n{task.answer_prefix}",
+                    task.answer))
+    return out
+
+
+def build_example(tok, rng, pool: _Pool, cfg: RetrievalConfig, kind: str, length: int, seed: int,
+                  needles: int = 1):
     """(text, answers [(start, end) tokens], tokens) with tokens == length - 1 (room for the EOS),
-    or a little less; the last answer ends the example."""
+    or a little less; the last answer ends the example. `needles` > 1 (magic_number): that many
+    facts with distinct keys, each asked once at the end (retrieval.needles)."""
     spec = None
     if cfg.edge_depth and length < cfg.edge_from:  # retrieval.edge_from: edge needles in long examples only
         cfg = dataclasses.replace(cfg, edge_depth=0.0)
@@ -181,14 +202,24 @@ def build_example(tok, rng, pool: _Pool, cfg: RetrievalConfig, kind: str, length
         raise IngestError(f"retrieval synthesis: no material for kind {kind!r} in this corpus "
                           "(signature needs Python code, passage needs prose)")
     instruction, needle, depth, post, answer, window = spec
+    facts = [(needle, depth, post, answer)]
+    if needles > 1 and kind == "magic_number":
+        facts += _more_magic(rng, cfg, seed, post, needles - 1)
+    # the facts in order of depth; the questions at the end in a random order (one: as it is)
+    placed = sorted(((d, t) for t, d, _, _ in facts), key=lambda x: x[0])
+    asks = [(p, a) for _, _, p, a in facts]
+    if len(asks) > 1:
+        asks = [asks[int(i)] for i in rng.permutation(len(asks))]
+    post, answer = asks[-1]
+    block = "".join(p + a + "." for p, a in asks[:-1]) + post + answer  # the questions after the context
     tok = counter(tok)
     budget = length - 1  # the EOS the ingest appends
     asked = post + answer + ".\n\n"  # an earlier asking of the question, answered (when questions > 1)
-    fixed0 = count_tokens(tok, instruction + " " + needle + post + answer)
+    fixed0 = count_tokens(tok, instruction + " " + " ".join(t for _, t in placed) + block)
     if fixed0 + 16 > budget:
         raise IngestError(f"retrieval.lengths: {length} tokens is too short for a {kind} example "
                           f"({fixed0} tokens without any context); use lengths of at least {fixed0 + 64}")
-    n_ask = cfg.questions - 1  # as many as fit, keeping min_context of the example for the context
+    n_ask = cfg.questions - 1 if len(facts) == 1 else 0  # as many as fit, keeping min_context as context
     while n_ask > 0 and fixed0 + n_ask * count_tokens(tok, asked) > budget * (1.0 - cfg.min_context):
         n_ask -= 1
     fixed = fixed0 + n_ask * count_tokens(tok, asked)
@@ -203,21 +234,27 @@ def build_example(tok, rng, pool: _Pool, cfg: RetrievalConfig, kind: str, length
         k = int(np.searchsorted(counts, target, side="right"))  # words that fit
         if k < 2:
             break
-        # the needle goes before word m (a sentence start when one is near the nominal depth)
-        m = int(np.searchsorted(counts[:k], depth * counts[k - 1]))
-        near = [j for j in range(max(1, m - 12), min(k, m + 12)) if w.word(j - 1).rstrip().endswith((".", "!", "?"))]
-        m = min(near, key=lambda j: abs(j - m)) if near and 0 < m < k else m
+        # a needle goes before word m (a sentence start when one is near the nominal depth)
+        at = []
+        for d, text_ in placed:
+            m = int(np.searchsorted(counts[:k], d * counts[k - 1]))
+            near = [j for j in range(max(1, m - 12), min(k, m + 12)) if w.word(j - 1).rstrip().endswith((".", "!", "?"))]
+            at.append((min(near, key=lambda j: abs(j - m)) if near and 0 < m < k else m, text_))
+        at.sort(key=lambda x: x[0])
+        m = at[-1][0]
         # earlier askings go at random word boundaries after the needle
         lo = m + 1 + int(cfg.ask_from * (k - m - 1))  # retrieval.ask_from: keep the first asking far
         # never before word k (the end): that asking would run into the final question ("\n\n\n\n",
         # which cleaning changes), and the whole attempt would be discarded
         later = sorted(int(x) for x in rng.integers(lo, k, n_ask)) if lo < k else []
-        parts = [instruction]
-        if m == 0:
-            parts += [needle, "" if w.word(0).startswith(" ") else " "]
-        else:
-            parts += [w.text(0, m), " ", needle]
-        spans, pos = [], m
+        parts, pos = [instruction], 0
+        for m_, text_ in at:
+            if m_ == 0:
+                parts += [text_, "" if w.word(0).startswith(" ") else " "]
+            else:
+                parts += [w.text(pos, m_), " ", text_]
+            pos = m_
+        spans = []
         for q in later:
             parts.append(w.text(pos, q))
             start = sum(map(len, parts)) + len(post)
@@ -228,6 +265,10 @@ def build_example(tok, rng, pool: _Pool, cfg: RetrievalConfig, kind: str, length
                 parts.append(w.word(q).lstrip())
                 pos = q + 1
         parts.append(w.text(pos, k))
+        for p, a in asks[:-1]:
+            start = sum(map(len, parts)) + len(p)
+            spans.append((start, start + len(a)))
+            parts += [p, a, "."]
         start = sum(map(len, parts)) + len(post)
         spans.append((start, start + len(answer)))
         parts += [post, answer]
@@ -244,7 +285,7 @@ def build_example(tok, rng, pool: _Pool, cfg: RetrievalConfig, kind: str, length
         return None
     text, n, spans, k = best
     if n < budget:  # top up with the window's next words, so the next example starts on its row
-        text, n, spans = _top_up(tok, text, n, spans, budget, len(post) + len(answer), w.words(k, k + 64))
+        text, n, spans = _top_up(tok, text, n, spans, budget, len(block), w.words(k, k + 64))
     ids, tspans = token_char_spans(tok, text)
     answers = []
     for a0, a1 in spans:
@@ -268,7 +309,7 @@ def _top_up(tok, text: str, n: int, spans: list, budget: int, tail: int, words: 
         m = count_tokens(tok, cand)
         if m <= budget:
             text, n, at = cand, m, at + len(w)
-            spans = spans[:-1] + [(spans[-1][0] + len(w), spans[-1][1] + len(w))]
+            spans = [(a + len(w), b + len(w)) if a >= at - len(w) else (a, b) for a, b in spans]
     return text, n, spans
 
 
@@ -323,7 +364,8 @@ def _sequence(i: int) -> tuple[list[dict], dict]:
     lshare = np.asarray(cfg.length_shares or [1.0] * len(cfg.lengths), dtype=np.float64)
     kshare = np.asarray(cfg.kind_shares or [1.0] * len(cfg.kinds), dtype=np.float64)
     rng = np.random.default_rng([cfg.seed, 9, i])
-    length = int(cfg.lengths[int(rng.choice(len(cfg.lengths), p=lshare / lshare.sum()))])
+    li = int(rng.choice(len(cfg.lengths), p=lshare / lshare.sum()))
+    length, needles = int(cfg.lengths[li]), (int(cfg.needles[li]) if cfg.needles else 1)
     rows, used, kinds, answer = [], 0, [], 0
     for j in range(seq_len // length):
         kind = str(cfg.kinds[int(rng.choice(len(cfg.kinds), p=kshare / kshare.sum()))])
@@ -331,7 +373,7 @@ def _sequence(i: int) -> tuple[list[dict], dict]:
         for _ in range(5):
             # the room up to the next multiple of `length`, so a short example never shifts the next one
             ex = build_example(tok, rng, pool, cfg, kind, (j + 1) * length - used,
-                               100_000 + cfg.seed * 1_000_003 + i * 64 + j)
+                               100_000 + cfg.seed * 1_000_003 + i * 64 + j, needles)
             if ex is not None:
                 break
         if ex is None:

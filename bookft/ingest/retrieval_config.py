@@ -46,6 +46,11 @@ class RetrievalConfig:
     # ... only in examples of at least this many tokens (0: all): keeps the short examples, where a
     # small model first finds the copy, as they are (edge needles there stalled that in two runs)
     edge_from: int = 0
+    # magic_number needles per example, one count per entry of `lengths` (() = 1 each): with n > 1 an
+    # example holds n facts with distinct keys at independent depths, each asked once at the end (in a
+    # random order) and no earlier askings: n far copies per example instead of one far and several
+    # near ones, and a key to match among n (RULER's multi-key; issue 16)
+    needles: tuple[int, ...] = ()
     value_digits: int = 7  # magic_number values (as the eval's needle)
     phrasing: Literal["ruler", "short"] = "ruler"  # magic_number wording: the eval's eval.phrasing
     scrub_digits: bool = True  # drop digits from the text around a magic number (the eval's haystacks
@@ -62,6 +67,9 @@ class RetrievalConfig:
             if shares and (len(shares) != len(of) or min(shares) < 0 or sum(shares) <= 0):
                 raise ConfigError(f"retrieval.{name}: one non-negative share per entry of "
                                   f"{name.split('_')[0]}s ({len(of)}), not all zero; got {list(shares)}")
+        if self.needles and (len(self.needles) != len(self.lengths) or min(self.needles) < 1):
+            raise ConfigError(f"retrieval.needles: one count (>= 1) per entry of lengths ({len(self.lengths)}), "
+                              f"got {list(self.needles)}")
         if not self.kinds:
             raise ConfigError("retrieval.kinds: choose at least one of magic_number, passage, signature")
         if min(self.answer_weight, self.context_weight, self.corpus_weight) < 0:
