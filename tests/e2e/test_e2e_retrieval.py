@@ -112,6 +112,42 @@ def test_ask_from_keeps_the_first_asking_far_from_the_fact(material):
         assert before_first >= 0.7 * context, (seed, before_first, context)
 
 
+def test_several_needles_each_asked_once(material):
+    """retrieval.needles: n facts with distinct keys, each asked once at the end, every answer weighted
+    and the copy of its own needle's value; the one-needle example is unchanged by the option."""
+    import re
+
+    docs, tok = material
+    cfg = RetrievalConfig(rate=0.5, questions=4, min_context=0.25, lengths=(256, 1024), needles=(1, 4))
+    checked = 0
+    for seed in range(4):
+        built = build_example(tok, np.random.default_rng(seed), _Pool(docs), cfg, "magic_number", 1024, seed,
+                              needles=4)
+        if built is None:
+            continue
+        text, answers, n = built
+        assert len(answers) == 4 and answers[-1][1] == n and length_ok(n, 1024)
+        facts = dict(re.findall(r"One of the special magic numbers for ([\w-]+) is: (\d+)\.", text))
+        asked = re.findall(r"What is the special magic number for ([\w-]+) mentioned in the provided text\?\n"
+                           r"The special magic number for \1 mentioned in the provided text is (\d+)", text)
+        assert len(facts) == 4 and sorted(k for k, _ in asked) == sorted(facts)  # distinct keys, each asked once
+        ids = token_char_spans(tok, text)[0]
+        got = [tok.decode(ids[a0:a1]).strip() for a0, a1 in answers]
+        assert got == [v for _, v in asked] and all(facts[k] == v for k, v in asked)
+        first_q = text.index("What is the special")
+        assert all(text.index(f"for {k} is: {v}.") < first_q for k, v in facts.items())  # all facts before
+        checked += 1
+    assert checked >= 2
+    one = build_example(tok, np.random.default_rng(3), _Pool(docs), cfg, "magic_number", 1024, 3, needles=1)
+    ref = build_example(tok, np.random.default_rng(3), _Pool(docs), RetrievalConfig(rate=0.5, questions=4,
+                        min_context=0.25), "magic_number", 1024, 3)
+    assert one == ref
+
+
+def length_ok(n, length):
+    return length - 4 <= n <= length - 1
+
+
 def test_edge_depth_puts_needles_at_the_edges(material):
     from bookft.ingest.retrieval import _magic
 
@@ -144,7 +180,8 @@ def test_edge_from_keeps_short_examples_uniform(material, monkeypatch):
 
 @pytest.mark.parametrize("bad", [{"rate": 1.0}, {"lengths": [32]}, {"length_shares": [1.0]},
                                  {"kinds": []}, {"context_weight": -1.0},
-                                 {"questions": 0}, {"ask_from": 1.0}, {"edge_depth": 1.5}, {"edge_from": -1}])
+                                 {"questions": 0}, {"ask_from": 1.0}, {"edge_depth": 1.5}, {"edge_from": -1},
+                                 {"needles": [2]}, {"lengths": [256, 512], "needles": [1, 0]}])
 def test_config_errors(bad):
     with pytest.raises(ConfigError):
         from_dict(RetrievalConfig, bad, "retrieval")
