@@ -107,6 +107,10 @@ class ModelConfig:
     # "full_attention", HF's names); empty = every layer sliding when sliding_window > 0
     sliding_window: int = 0
     layer_types: tuple[str, ...] = ()
+    # layers without RoPE ("NoPE" layers, as in Llama 4's iRoPE and SmolLM3's no_rope_layers): their
+    # attention scores are content alone, the same at every distance, so a copy learned at short range
+    # holds at any range (Kazemnejad et al. 2023); the other layers keep RoPE for order. Indices.
+    nope_layers: tuple[int, ...] = ()
 
     @property
     def layer_windows(self) -> tuple[int, ...]:
@@ -115,6 +119,11 @@ class ModelConfig:
             return (0,) * self.num_layers
         types = self.layer_types or ("sliding_attention",) * self.num_layers
         return tuple(self.sliding_window if t == "sliding_attention" else 0 for t in types)
+
+    @property
+    def layer_rope(self) -> tuple[bool, ...]:
+        """Per layer: whether it applies RoPE (False for model.nope_layers)."""
+        return tuple(i not in self.nope_layers for i in range(self.num_layers))
 
     @property
     def dim_per_head(self) -> int:
@@ -153,6 +162,10 @@ class ModelConfig:
                                   f"{self.num_layers} layers")
             if "sliding_attention" in self.layer_types and not self.sliding_window:
                 raise ConfigError("model.layer_types names sliding_attention layers but model.sliding_window is 0")
+        bad = [i for i in self.nope_layers if not 0 <= i < self.num_layers]
+        if bad or len(set(self.nope_layers)) != len(self.nope_layers):
+            raise ConfigError(f"model.nope_layers: distinct layer indices in 0..{self.num_layers - 1}, "
+                              f"got {list(self.nope_layers)}")
         if self.mlp_chunk < 0:
             raise ConfigError(f"model.mlp_chunk must be >= 0 (tokens per device per MLP step), got {self.mlp_chunk}")
         if self.rope_theta_override is not None and self.rope_theta_override <= 0:

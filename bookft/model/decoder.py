@@ -152,13 +152,16 @@ class Decoder(nnx.Module):
         x = constrain(x, ("batch", "seq", "embed"))
         cos, sin = rope_cos_sin(config, positions)
 
-        windows = config.layer_windows  # static per layer; mixed local/global layers are unrolled
-        scanned = config.scan_layers and len(set(windows)) == 1
+        # static per layer (window, RoPE or not); mixed local/global or RoPE/NoPE layers are unrolled
+        kinds = tuple(zip(config.layer_windows, config.layer_rope, strict=True))
+        scanned = config.scan_layers and len(set(kinds)) == 1
 
-        def make_body(window):
+        def make_body(kind):
+            window, rope = kind
+
             def body(x, p):
                 x = checkpoint_name(x, "layer_input")  # what remat "offload_input" moves to host memory
-                return L.layer(p, x, cos, sin, segment_ids, positions, attend, config, return_kv, window)
+                return L.layer(p, x, cos, sin, segment_ids, positions, attend, config, return_kv, window, rope)
 
             if config.remat != "none":
                 body = jax.checkpoint(body, policy=L.remat_policy(config.remat),
@@ -167,12 +170,12 @@ class Decoder(nnx.Module):
 
         stacked = self.layers.arrays()
         if scanned:
-            x, kv = jax.lax.scan(make_body(windows[0]), x, stacked)
+            x, kv = jax.lax.scan(make_body(kinds[0]), x, stacked)
         else:
-            bodies = {w: make_body(w) for w in set(windows)}
+            bodies = {w: make_body(w) for w in set(kinds)}
             outs = []
             for i in range(config.num_layers):
-                x, kv_i = bodies[windows[i]](x, {k: a[i] for k, a in stacked.items()})
+                x, kv_i = bodies[kinds[i]](x, {k: a[i] for k, a in stacked.items()})
                 outs.append(kv_i)
             kv = jax.tree.map(lambda *a: jnp.stack(a), *outs) if return_kv else None
         hidden = L.rms_norm(x, self.final_norm[...], config.rms_norm_eps)

@@ -87,6 +87,7 @@ def config_from_hf(hf: dict[str, Any], where: str = "config.json", **knobs: Any)
             "short_conv": int(hf.get("bookft_short_conv", 0)),
             "sliding_window": int(hf.get("bookft_sliding_window", 0)),
             "layer_types": tuple(hf.get("bookft_layer_types", ())),
+            "nope_layers": tuple(int(i) for i in hf.get("bookft_nope_layers", ())),
         }
     except KeyError as e:
         raise ModelError(f"{where}: missing key {e.args[0]!r}") from None
@@ -145,6 +146,8 @@ def config_to_hf(config: ModelConfig, dtype: str | None = None) -> dict[str, Any
     if config.sliding_window:  # bookft's own keys: read back by config_from_hf, refused by export
         hf["bookft_sliding_window"] = config.sliding_window
         hf["bookft_layer_types"] = list(config.layer_types)
+    if config.nope_layers:  # bookft's own key: read back by config_from_hf, refused by export
+        hf["bookft_nope_layers"] = list(config.nope_layers)
     return hf
 
 

@@ -71,8 +71,9 @@ def _proj(p: dict, name: str, x: jax.Array, eq: str, config: ModelConfig, target
     return y
 
 
-def qkv(p: dict, x: jax.Array, cos: jax.Array, sin: jax.Array, config: ModelConfig):
-    """x [B,S,E] (residual stream) -> q [B,S,Hq,D], k, v [B,S,Hkv,D] after norm, bias, qk-norm, RoPE."""
+def qkv(p: dict, x: jax.Array, cos: jax.Array, sin: jax.Array, config: ModelConfig, rope=True):
+    """x [B,S,E] (residual stream) -> q [B,S,Hq,D], k, v [B,S,Hkv,D] after norm, bias, qk-norm, RoPE.
+    rope: False for a NoPE layer (model.nope_layers); a traced bool (a scan over layers) selects."""
     eps = config.rms_norm_eps
     h = rms_norm(x, p["attn_norm"], eps)
     q = _proj(p, "wq", h, "bse,hde->bshd", config, "q")
@@ -82,7 +83,10 @@ def qkv(p: dict, x: jax.Array, cos: jax.Array, sin: jax.Array, config: ModelConf
         q, k, v = q + p["bq"].astype(q.dtype), k + p["bk"].astype(k.dtype), v + p["bv"].astype(v.dtype)
     if config.qk_norm:
         q, k = rms_norm(q, p["q_norm"], eps), rms_norm(k, p["k_norm"], eps)
-    q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+    if rope is True:
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+    elif rope is not False:
+        q, k = jnp.where(rope, apply_rope(q, cos, sin), q), jnp.where(rope, apply_rope(k, cos, sin), k)
     q = constrain(q, ("batch", "seq", "heads", "head_dim"))
     k = constrain(k, ("batch", "seq", "kv_heads", "head_dim"))
     v = constrain(v, ("batch", "seq", "kv_heads", "head_dim"))
@@ -122,10 +126,10 @@ def mlp(p: dict, x: jax.Array, config: ModelConfig) -> jax.Array:
 
 def layer(p: dict, x: jax.Array, cos: jax.Array, sin: jax.Array, segment_ids: jax.Array,
           positions: jax.Array, attend: Attend, config: ModelConfig, return_kv: bool = False,
-          window: int = 0):
+          window: int = 0, rope: bool = True):
     """One decoder layer on the residual stream x [B,S,E]; optionally also returns (k, v).
-    window > 0: a sliding-window layer (the attend gets window=...)."""
-    q, k, v = qkv(p, x, cos, sin, config)
+    window > 0: a sliding-window layer (the attend gets window=...); rope False: a NoPE layer."""
+    q, k, v = qkv(p, x, cos, sin, config, rope)
     attn = attend(q, k, v, segment_ids, positions, window=window) if window else attend(q, k, v, segment_ids, positions)
     out = finish(p, x, attn, config)
     return (out, (k, v)) if return_kv else (out, None)
