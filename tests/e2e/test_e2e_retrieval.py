@@ -8,7 +8,6 @@ import pytest
 from bookft.config import from_dict
 from bookft.errors import ConfigError, IngestError
 from bookft.eval.haystack import essay_sentences
-from bookft.eval.tasks import NIAH_INSTRUCTION
 from bookft.ingest.documents import Document
 from bookft.ingest.retrieval import (
     MARK,
@@ -21,6 +20,7 @@ from bookft.ingest.retrieval import (
 )
 from bookft.ingest.retrieval_config import RetrievalConfig
 from bookft.ingest.tokenize import train_bpe
+from bookft.needles import NIAH_INSTRUCTION
 
 
 @pytest.fixture(scope="module")
