@@ -9,7 +9,7 @@ from bookft.config import from_dict
 from bookft.errors import ConfigError, IngestError
 from bookft.eval.haystack import essay_sentences
 from bookft.ingest.documents import Document
-from bookft.ingest.retrieval import (
+from bookft.ingest.examples import (
     MARK,
     _Pool,
     build_example,
@@ -113,7 +113,7 @@ def test_ask_from_keeps_the_first_asking_far_from_the_fact(material):
 
 
 def test_edge_depth_puts_needles_at_the_edges(material):
-    from bookft.ingest.retrieval import _magic
+    from bookft.ingest.examples import _magic
 
     docs, _ = material
     depths = [_magic(np.random.default_rng(s), _Pool(docs), RetrievalConfig(rate=0.5, edge_depth=0.5), 1)[2]
@@ -125,7 +125,7 @@ def test_edge_depth_puts_needles_at_the_edges(material):
 
 
 def test_edge_from_keeps_short_examples_uniform(material, monkeypatch):
-    import bookft.ingest.retrieval as retrieval
+    import bookft.ingest.examples as retrieval
 
     docs, tok = material
     seen = []

@@ -1,4 +1,4 @@
-"""Synthesized long-range retrieval examples made from a corpus's own documents (issue 9).
+"""Training examples for long-range retrieval, synthesized from a corpus's own documents (issue 9).
 
 Long-context fine-tuning teaches a model to use the middle of its context when the data asks for
 it: a fact placed somewhere in a long text and asked about at the end, with the loss on the answer
