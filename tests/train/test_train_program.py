@@ -99,3 +99,12 @@ def test_parameters_are_created_in_their_shardings(capfd):
 def test_presets_carry_their_sequence_length():
     assert load_run_config("configs/llama-3.1-8b-v5p-4m.yaml").data.seq_len == 4_194_304
     assert load_run_config("configs/llama-3.1-8b-v5p-1m.yaml").data.seq_len == 1_048_576
+
+
+def test_hooks_run_every_n_steps_and_after_the_last():
+    from bookft.train.trainer import Hook
+
+    probe, ckpt = Hook(lambda t, s: None, every=3), Hook(lambda t, s: None, every=3, at_end=False)
+    assert [s for s in range(1, 9) if probe.due(s, 8)] == [3, 6, 8]
+    assert [s for s in range(1, 9) if ckpt.due(s, 8)] == [3, 6]
+    assert [s for s in range(1, 9) if Hook(lambda t, s: None, every=0).due(s, 8)] == [8]
