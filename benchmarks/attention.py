@@ -91,7 +91,7 @@ def run_cpu(seq=4096, hq=8, hkv=2, d=32):
     cases += [("usp", 4), ("usp", 8)]
     for strategy, cp in cases:
         mesh = None if strategy == "local" else _mesh(jax.devices(), strategy, cp, uly=2)
-        attend = make_attention(strategy, "xla", mesh, block_q=256, block_kv=256)
+        attend = make_attention(strategy, "xla", mesh, block_q=256, block_kv=256, load_balanced=True)
         t0 = time.time()
         compiled = _fwd_bwd(attend).lower(q, k, k, seg).compile()
         compile_s = time.time() - t0
@@ -154,7 +154,7 @@ def run_tpu(cases: str, budget_s: float, uly: int = 8):
         rec = {"topology": topo_name, "chips": n, "strategy": strategy, "seq": seq, "max_chunk": MAX_CHUNK,
                "ulysses": u if strategy == "usp" else None, "kernel": "splash"}
         try:
-            attend = make_attention(strategy, "splash", mesh)
+            attend = make_attention(strategy, "splash", mesh, load_balanced=True)
             seq_axes = ("context", "context_ulysses") if strategy == "usp" else "context"
             xs = NamedSharding(mesh, P(None, seq_axes, None, None))
             ss = NamedSharding(mesh, P(None, seq_axes))

@@ -37,9 +37,9 @@ from bookft.eval.drivers import attention_and_layout, model_generate_fn, model_l
 from bookft.eval.haystack import build_haystack, essay_sentences  # noqa: E402
 from bookft.eval.layout import SeqLayout  # noqa: E402
 from bookft.eval.placement import build_sample  # noqa: E402
-from bookft.eval.tasks import make_task  # noqa: E402
 from bookft.eval.tokenizer import EvalTokenizer  # noqa: E402
 from bookft.model import ModelConfig, init_model  # noqa: E402
+from bookft.needles import make_task  # noqa: E402
 from bookft.parallel.config import ParallelConfig  # noqa: E402
 from bookft.parallel.mesh import make_mesh  # noqa: E402
 

@@ -39,18 +39,16 @@ os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={n}"
 import jax, jax.numpy as jnp, numpy as np
 from bookft.train.config import load_run_config
 from bookft.parallel.mesh import make_mesh
-from bookft.train.setup import init_state, make_attend
-from bookft.train.step import BATCH_FIELDS, StepSettings, batch_sharding, jit_train_step, make_train_step
+from bookft.train.program import build_program
+from bookft.train.step import BATCH_FIELDS, batch_sharding
 mesh_axes = {"usp": {"data": 1, "fsdp": 1, "context": n // 2, "context_ulysses": 2}}.get(
     strategy, {"data": 1, "fsdp": 1, "context": n})
 cfg = load_run_config("configs/tiny-cpu.yaml", [f"attention.strategy={strategy}", "parallel.cpu_devices=0",
                       "parallel.mesh=" + json.dumps(mesh_axes), "data.batch_size=2"])
 mesh = make_mesh(cfg.parallel)
-attend, used = make_attend(cfg, mesh)
-ts = init_state(cfg, mesh)
-state, frozen = ts.state, ts.frozen
-settings = StepSettings(cfg.train.loss_chunk, 0.0, "stop")
-step = jit_train_step(make_train_step(ts.graphdef, ts.tx, attend, mesh, settings), ts.state_sh, ts.frozen_sh, mesh)
+program = build_program(cfg, mesh)
+state, frozen = program.init_state()
+step = program.step
 rng = np.random.default_rng(0)
 shape = (1, 2, seq)
 host = {"input_ids": rng.integers(0, cfg.model.vocab_size, shape).astype(np.int32),

@@ -1,5 +1,5 @@
 """Lazy package exports (PEP 562): `from bookft.model import init_model` works as before, but importing
-`bookft.model.commands` (every CLI command does, to register itself) no longer loads jax, flax and
+`bookft.commands.model` (every CLI command does, to register itself) no longer loads jax, flax and
 matplotlib. That start-up cost was about 4 CPU-s per command, paid even by `bookft --help`."""
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The `bookft` command line: parse, load config, call one function per command.
 
-Each concern registers its commands from its own `commands.py`, so this file stays a table.
+Each command lives in its own module of bookft/commands/ (the command layer: it composes the
+library layers below it, e.g. train with the eval probe), so this file stays a table.
 """
 
 from __future__ import annotations
@@ -32,13 +33,13 @@ def version() -> None:
 
 # Help lists commands in this order; each module's register(app) adds its own.
 COMMAND_MODULES = (
-    "bookft.ingest.commands",
-    "bookft.corpus.commands",
-    "bookft.train.commands",
-    "bookft.eval.commands",
-    "bookft.model.commands",
-    "bookft.plan.commands",
-    "bookft.pipelines.commands",
+    "bookft.commands.ingest",
+    "bookft.commands.corpus",
+    "bookft.commands.train",
+    "bookft.commands.eval",
+    "bookft.commands.model",
+    "bookft.commands.plan",
+    "bookft.commands.pipelines",
     "bookft.quickstart",
 )
 

@@ -2,8 +2,9 @@
 
 Design choices:
 - One frozen dataclass per concern (model, attention, parallel, data, train, checkpoint, eval);
-  each concern owns its dataclass in its own package (`bookft/<concern>/config.py`) and this
-  module only holds the machinery and the composed `RunConfig`.
+  each concern owns its dataclass in its own package (`bookft/<concern>/config.py`); this module
+  holds only the machinery, at the bottom layer. The composed `RunConfig` is in
+  bookft/train/config.py, the layer that knows every section it composes.
 - `from_dict(cls, data)` rejects unknown keys and wrong types and names the key's full path
   (`train.optimizer.lr: expected float, got 'fast'`).
 - A YAML file may say `base: other.yaml` (relative to itself; or a list of files, later ones

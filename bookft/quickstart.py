@@ -9,7 +9,7 @@ Design choices:
   and tuned side by side.
 - Both evals use the run config's attention, parallel and eval sections, so they score the same
   grid (lengths x depths x seeds) the same way, and the tuned model is judged on exactly the
-  format the synthesized examples taught (bookft.eval.tasks' NIAH needle).
+  format the synthesized examples taught (bookft.needles' NIAH needle).
 - The summary is a table per length and depth (base vs tuned) plus where the report is; the same
   figures come back as a dict (benchmarks/e2e.py writes them to JSON).
 """
@@ -55,8 +55,9 @@ def run_quickstart(*, corpus_yaml: str | Path | None = None, config: str | Path 
 
     from bookft.config import load
     from bookft.ingest.build import build_corpus
-    from bookft.ingest.commands import RichProgress, default_corpus_yaml
     from bookft.ingest.config import IngestConfig
+    from bookft.ingest.progress import RichProgress
+    from bookft.ingest.sample import default_corpus_yaml
     from bookft.train.config import DEFAULT_CONFIG, load_run_config
 
     console = console or Console()
@@ -71,7 +72,7 @@ def run_quickstart(*, corpus_yaml: str | Path | None = None, config: str | Path 
     bar = RichProgress(console) if progress else None
     try:
         if icfg.retrieval.rate > 0:
-            from bookft.ingest.retrieval import build_with_retrieval
+            from bookft.ingest.examples import build_with_retrieval
 
             manifest = build_with_retrieval(icfg, bar)
         else:
@@ -113,8 +114,8 @@ def run_quickstart(*, corpus_yaml: str | Path | None = None, config: str | Path 
 
     # 3. train -------------------------------------------------------------------------------------------
     from bookft.eval.probe import probe_hooks
-    from bookft.train.loop import train
     from bookft.train.progress import TrainProgress
+    from bookft.train.trainer import train
 
     t0 = time.perf_counter()
     console.rule(f"[bold]3/4 train ({cfg.train.steps} steps, curriculum "
@@ -169,11 +170,12 @@ def register(app) -> None:
 
     @app.command()
     def quickstart(
-        corpus: Path = typer.Option(None, "--corpus", "-c", help="Corpus YAML (default corpora/sample.yaml)."),
+        definition: Path = typer.Option(None, "--definition", "-d", help="Corpus definition YAML (default "
+                                        "corpora/sample.yaml)."),
         config: Path = typer.Option(None, "--config", help="Run config YAML (default configs/tiny-cpu.yaml)."),
         run_dir: Path = typer.Option(None, "--run-dir", help="Run directory (default runs/<name>; replaced)."),
         out: Path = typer.Option(Path("quickstart-out"), "--out", help="Where the reports go."),
         set_: list[str] = typer.Option([], "--set", help="Run config override a.b=value (repeatable)."),
     ) -> None:
         """ingest + eval (base) + train + eval (tuned) on the defaults; prints where the report is."""
-        run_quickstart(corpus_yaml=corpus, config=config, run_dir=run_dir, out=out, overrides=list(set_))
+        run_quickstart(corpus_yaml=definition, config=config, run_dir=run_dir, out=out, overrides=list(set_))

@@ -3,9 +3,14 @@
 `attend(q [B,S,Hq,D], k [B,S,Hkv,D], v, segment_ids [B,S], positions [B,S], window=0) -> [B,S,Hq,D]` is what
 the model calls (inside jit; the model knows nothing of meshes). Inputs are global arrays sharded
 along S over the context axis (usp: over (context, context_ulysses)) and along B over the batch axes
-present in the mesh, in stored order (zig-zag when load_balanced). attend scales q by 1/sqrt(D)
-(or `scale`). `positions` (RoPE positions, restarting per document) are not needed by the mask:
-causal order is the global token order, recovered from chunk ids; they are accepted for the API.
+present in the mesh, in stored order. attend scales q by 1/sqrt(D) (or `scale`). `positions` (RoPE
+positions, restarting per document) are not needed by the mask: causal order is the global token
+order, recovered from chunk ids; they are accepted for the API.
+
+The stored order cannot be checked from the inputs (inside jit they are tracers), so the caller
+names it: `load_balanced=True` (zig-zag, as the data loader lays rows out with load balance) or
+False (natural order); there is no default. Callers with a config use `bookft.attention.resolve`,
+which decides it (and demotes a strategy to local on one context shard) in one place.
 
 Registries are dicts; each strategy module has `validate(spec)` (mesh checks, at make time) and
 `apply(spec, q, k, v, segment_ids)` (shape checks at trace time, then the computation).
@@ -47,13 +52,18 @@ def make_attention(
     ulysses_axis: str = "context_ulysses",
     batch_axes: tuple[str, ...] = ("data", "fsdp"),
     causal: bool = True,
-    load_balanced: bool = True,
+    load_balanced: bool | None = None,
     block_q: int = 512,
     block_kv: int = 512,
     scale: float | None = None,
     max_chunk: int = MAX_CHUNK,
 ):
     """-> attend(q, k, v, segment_ids, positions). Raises AttentionError for bad names or meshes."""
+    if load_balanced is None:
+        raise AttentionError("make_attention: say which order the sequence is stored in, load_balanced=True "
+                             "(zig-zag, what the data loader's load balance produces) or False (natural "
+                             "order); it cannot be seen from the inputs, and the wrong one gives wrong "
+                             "attention without an error. bookft.attention.resolve(config, mesh) decides it.")
     if strategy not in STRATEGIES:
         raise AttentionError(
             f"unknown attention strategy {strategy!r}; choose one of {sorted(STRATEGIES)} "

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Strategy = Literal["local", "allgather", "ulysses", "ring", "usp"]
+# auto: chosen from heads, KV heads, context degree and kernel (bookft/attention/resolve.py), printed
+Strategy = Literal["auto", "local", "allgather", "ulysses", "ring", "usp"]
 Kernel = Literal["splash", "xla", "reference"]
 
 MAX_CHUNK = 4096  # default max_chunk; ring 128K on v5p:2x2x1: 4.09 GiB temp per chip with 16K chunks, 2.34 with 4K

@@ -13,8 +13,8 @@ Design choices:
   batch of a bucket.
 - `model_generate_fn` prefills with the same layout and attend (bookft.model.generate's
   prefill_cache) and decodes over the cache where it lies, batched across prompt lengths.
-- Everything model-specific is imported lazily so the eval package imports (and its tests run)
-  without the model, attention or parallel packages.
+- jax, the model and attention are imported inside the functions, so `import bookft.eval` (every
+  CLI command registers itself) stays cheap.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 
 from bookft.errors import EvalError
 from bookft.eval.layout import SeqLayout, context_degree
-from bookft.parallel.distributed import to_host
+from bookft.host import to_host
 
 __all__ = ["attention_and_layout", "check_model", "context_degree", "make_attend", "model_generate_fn",
            "model_logits_fn", "position_limit", "tail_logits_fn"]
@@ -35,28 +35,27 @@ def make_attend(attention_cfg: Any | None, mesh=None):
     """attend for eval: None (the model's dense reference) unless an attention section is given."""
     if attention_cfg is None:
         return None
-    try:
-        from bookft.attention import make_attention
-    except ImportError as e:
-        raise EvalError(f"attention strategies are not available ({e}); "
-                        "run without an attention section") from None
-    strategy = attention_cfg.strategy if mesh is not None and context_degree(mesh) > 1 else "local"
-    return make_attention(strategy, attention_cfg.kernel, mesh, causal=True,
-                          load_balanced=bool(attention_cfg.load_balance) and strategy != "local",
-                          block_q=attention_cfg.block_q, block_kv=attention_cfg.block_kv,
-                          max_chunk=attention_cfg.max_chunk)
+    return _resolved(attention_cfg, mesh).attend()
+
+
+def _resolved(attention_cfg, mesh):
+    """The train rule (bookft.attention.resolve), always causal: eval scores a decoder."""
+    import dataclasses
+
+    from bookft.attention import resolve
+
+    return resolve(dataclasses.replace(attention_cfg, causal=True), mesh)
 
 
 def attention_and_layout(attention_cfg: Any | None, mesh=None, per_octave: int = 4):
     """(attend, SeqLayout) for a run config's attention section on `mesh` (None: one device)."""
     from bookft.eval.layout import length_rule
 
-    attend = make_attend(attention_cfg, mesh)
-    spec = getattr(attend, "spec", None)
-    balanced = bool(spec is not None and spec.load_balanced and spec.strategy != "local")
-    used_mesh = mesh if spec is not None and spec.strategy != "local" else None
-    return attend, SeqLayout(mesh=used_mesh, balanced=balanced, rule=length_rule(attention_cfg, used_mesh),
-                             per_octave=per_octave)
+    if attention_cfg is None:
+        return None, SeqLayout(rule=length_rule(None, None), per_octave=per_octave)
+    att = _resolved(attention_cfg, mesh)
+    return att.attend(), SeqLayout(mesh=att.mesh, balanced=att.load_balanced,
+                                   rule=length_rule(attention_cfg, att.mesh), per_octave=per_octave)
 
 
 def model_logits_fn(model, *, attend=None, tail: int = 512, layout: SeqLayout | None = None):
@@ -122,11 +121,8 @@ def model_generate_fn(model, *, attend=None, eos_id: int | None = None, layout: 
     prefilled with the same attend; decoding then reads the sequence-sharded cache in place. The
     cache capacity is rounded up to `capacity_multiple` so answer lengths share one program.
     """
-    try:
-        from bookft.model.generate import decode_greedy, prefill_cache
-    except ImportError as e:
-        raise EvalError(f"bookft.model.generate is not available ({e}); "
-                        "use eval.scoring=[teacher_forced]") from None
+    from bookft.model.generate import decode_greedy, prefill_cache
+
     layout = layout or SeqLayout()
     model = layout.place(model)
 

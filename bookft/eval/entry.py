@@ -9,8 +9,7 @@ Design choices:
   tokenizer has one; eval/config.py), then EvalConfig's. One strict `from_dict(EvalConfig, ...)`
   checks the result, so an unknown key names its path.
 - The subject is a checkpoint (`bookft.train.checkpoint.load_params(run_dir) -> (model, run_config)`)
-  or an HF folder (`bookft.model.load_hf`). Missing pieces (other engineers' modules that have not
-  landed) give an EvalError that says which function is missing.
+  or an HF folder (`bookft.model.load_hf`).
 - Attention comes from the run config's attention and parallel sections: with a context axis > 1
   in the mesh, the configured context-parallel strategy over that mesh (params placed with their
   train shardings, inputs zig-zag ordered and sequence-sharded) for both scorers, teacher-forced
@@ -28,7 +27,6 @@ from bookft.config import apply_overrides, deep_merge, from_dict, parse_override
 from bookft.errors import CorpusError, EvalError
 from bookft.eval.config import EvalConfig, ruler_protocol_defaults
 from bookft.eval.drivers import attention_and_layout
-from bookft.eval.layout import SeqLayout
 from bookft.eval.report import print_summary, write_report
 from bookft.eval.runner import run_niah
 from bookft.eval.tokenizer import EvalTokenizer
@@ -85,11 +83,11 @@ def _checkpoint_tokenizer(run_dir: Path, run_config) -> Path:
             return cand
     corpus = getattr(getattr(run_config, "data", None), "corpus", None)
     if corpus:
-        try:
-            from bookft.corpus import open_corpus  # type: ignore[attr-defined]
+        from bookft.corpus import open_corpus
 
+        try:
             return Path(open_corpus(corpus).tokenizer_path)
-        except (ImportError, CorpusError):  # not a full corpus: look for its tokenizer file
+        except CorpusError:  # not a full corpus: look for its tokenizer file
             cand = Path(corpus) / "current" / "tokenizer" / "tokenizer.json"
             if cand.is_file():
                 return cand
@@ -106,11 +104,8 @@ def load_subject(checkpoint: str | None, model_dir: str | None, tokenizer: str |
     if bool(checkpoint) == bool(model_dir):
         raise EvalError("give exactly one of --checkpoint RUN_DIR or --model HF_DIR")
     if checkpoint:
-        try:
-            from bookft.train.checkpoint import load_params
-        except ImportError:
-            raise EvalError("bookft.train.checkpoint.load_params is not available yet (train module); "
-                            "evaluate an exported HF folder with --model instead") from None
+        from bookft.train.checkpoint import load_params
+
         run_dir = Path(checkpoint)
         if not run_dir.exists():
             raise EvalError(f"{run_dir}: checkpoint/run directory not found")
@@ -118,15 +113,13 @@ def load_subject(checkpoint: str | None, model_dir: str | None, tokenizer: str |
             from bookft.train.config import load_run_config
 
             if (run_dir / "config.yaml").is_file():
-                mesh = build_mesh(load_run_config(run_dir / "config.yaml"))
+                mesh = build_mesh(realise(load_run_config(run_dir / "config.yaml")))
         model, run_config = load_params(run_dir, mesh=mesh)
         tok_path = Path(tokenizer) if tokenizer else _checkpoint_tokenizer(run_dir, run_config)
         return (model, EvalTokenizer.load(tok_path), run_config.model, run_config,
                 {"checkpoint": str(run_dir), "run": getattr(run_config, "name", "")})
-    try:
-        from bookft.model import load_hf
-    except ImportError:
-        raise EvalError("bookft.model.load_hf is not available yet (model module)") from None
+    from bookft.model import load_hf
+
     path = Path(model_dir)
     if not (path / "config.json").is_file():
         raise EvalError(f"{path}: not an HF model folder (no config.json)")
@@ -145,18 +138,41 @@ def build_mesh(run_config):
     """The run config's mesh when its context axes split the sequence, else None (one device)."""
     if run_config is None or context_degree_of(run_config) <= 1:
         return None
-    try:
-        from bookft.parallel.mesh import ensure_cpu_devices, make_mesh
-    except ImportError:
-        raise EvalError("a context mesh is configured but bookft.parallel.make_mesh is missing") from None
+    from bookft.parallel.mesh import ensure_cpu_devices, make_mesh
+    from bookft.train.program import n_devices
+
     if run_config.parallel.cpu_devices:
         ensure_cpu_devices(run_config.parallel.cpu_devices)  # before jax starts its backend
     import jax
 
-    n = len(jax.devices())
-    if jax.default_backend() == "cpu" and 0 < run_config.parallel.cpu_devices <= n:
-        n = run_config.parallel.cpu_devices
-    return make_mesh(run_config.parallel, jax.devices()[:n])
+    return make_mesh(run_config.parallel, jax.devices()[:n_devices(run_config)])
+
+
+def realise(run_config):
+    """The run config with `attention.strategy: auto` decided and a usp context axis split, as
+    `bookft train` does it (bookft.train.program.choose_mesh_axes); run dirs record the result."""
+    if run_config is None:
+        return None
+    a, mesh = run_config.attention, run_config.parallel.mesh
+    if a.strategy != "auto" and not (a.strategy == "usp" and "context_ulysses" not in mesh):
+        return run_config
+    from bookft.parallel.mesh import ensure_cpu_devices
+    from bookft.train.program import choose_mesh_axes, n_devices
+
+    if run_config.parallel.cpu_devices:
+        ensure_cpu_devices(run_config.parallel.cpu_devices)
+    return choose_mesh_axes(run_config, n_devices(run_config))[0]
+
+
+def default_run(config: str | Path | None) -> Path | None:
+    """The run directory `bookft train` writes for `config` (a run config; else the default preset),
+    runs/<name>, when it exists: what `bookft eval niah` evaluates without --checkpoint or --model."""
+    from bookft.train.config import load_run_config
+
+    run_config = _run_config(config, [])
+    name = (run_config or load_run_config(None)).name
+    run = Path("runs") / name
+    return run if run.is_dir() else None
 
 
 def evaluate(*, checkpoint: str | None, model_dir: str | None, tokenizer: str | None,
@@ -164,22 +180,22 @@ def evaluate(*, checkpoint: str | None, model_dir: str | None, tokenizer: str | 
              console: Console | None = None, progress: bool = True) -> dict:
     """Load the subject and settings, run the grid, write the report, print the summary."""
     console = console or Console()
-    file_run_config = _run_config(config, overrides)
+    file_run_config = realise(_run_config(config, overrides))
     mesh = build_mesh(file_run_config)
     model, tok, model_config, run_config, info = load_subject(checkpoint, model_dir, tokenizer, mesh=mesh)
-    run_config = file_run_config or run_config
+    run_config = file_run_config or realise(run_config)
     mesh = mesh if mesh is not None else build_mesh(run_config)
     base_eval = dict(getattr(run_config, "eval", None) or {})
+    seq_len = getattr(getattr(run_config, "data", None), "seq_len", None)
+    if seq_len and not {"lengths", "max_length"} & set(base_eval):  # the preset's length ends the grid
+        base_eval["max_length"] = seq_len
     settings = load_settings(config, overrides, flags, base=base_eval, has_chat_template=bool(tok.chat_template))
     from bookft.attention.config import AttentionConfig
 
     att = run_config.attention if run_config is not None else AttentionConfig(strategy="local")
-    try:  # both scorers: the configured strategy over the mesh (or the local kernel on one device)
-        attend, layout = attention_and_layout(att, mesh, settings.length_buckets)
-        info["attention"] = {"strategy": attend.spec.strategy, "kernel": att.kernel, **layout.describe()}
-    except EvalError:  # attention package missing: the model's dense reference attention
-        attend, layout = None, SeqLayout(per_octave=settings.length_buckets)
-        info["attention"] = {"strategy": "reference"}
+    # both scorers: the configured strategy over the mesh (or the local kernel on one device)
+    attend, layout = attention_and_layout(att, mesh, settings.length_buckets)
+    info["attention"] = {"strategy": attend.spec.strategy, "kernel": att.kernel, **layout.describe()}
     model = layout.place(model)  # the host copy load_params returned is dropped here
     results = run_niah(model, tok, settings, attend=attend, layout=layout, model_config=model_config,
                        model_info=info, console=console, progress=progress)

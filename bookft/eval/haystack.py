@@ -115,11 +115,11 @@ def _fill(kind: str, chunk_iter, tokenizer: EvalTokenizer, min_tokens: int, sour
 def corpus_documents_dir(path: str | Path) -> Path:
     """The `documents/` folder of a corpus (resolving `current` once) or of a version directory."""
     path = Path(path)
-    try:  # the corpus reader resolves `current` exactly once
-        from bookft.corpus import open_corpus
+    from bookft.corpus import open_corpus
 
+    try:  # the corpus reader resolves `current` exactly once
         path = Path(open_corpus(path).path)
-    except (ImportError, CorpusError):  # documents only (no manifest/sequences): resolve it here
+    except CorpusError:  # documents only (no manifest/sequences): resolve it here
         if (path / "current").exists():
             path = (path / "current").resolve()
     docs = path / "documents"

@@ -28,15 +28,9 @@ from typing import Any
 
 import numpy as np
 
-CONTEXT_AXES = ("context", "context_ulysses")
+from bookft.attention.resolution import CONTEXT_AXES, context_degree
+
 BATCH_AXES = ("data", "fsdp")
-
-
-def context_degree(mesh) -> int:
-    """Number of sequence shards: the product of the mesh's context axes (1 without a mesh)."""
-    if mesh is None:
-        return 1
-    return math.prod(mesh.shape.get(a, 1) for a in CONTEXT_AXES)
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,8 @@ import numpy as np
 
 from bookft.errors import EvalError
 from bookft.eval.haystack import Haystack
-from bookft.eval.tasks import TaskInstance
 from bookft.eval.tokenizer import EvalTokenizer
+from bookft.needles import TaskInstance
 
 _PLACEHOLDER = "\u2063BOOKFT-HAYSTACK\u2063"
 

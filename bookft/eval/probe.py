@@ -46,10 +46,9 @@ class NeedleProbe:
         self._layout = None
 
     def _build(self, trainer) -> None:
-        spec = getattr(trainer.attend, "spec", None)
-        sharded = spec is not None and spec.strategy != "local"
-        mesh = trainer.mesh if sharded else None
-        self._layout = SeqLayout(mesh=mesh, balanced=bool(sharded and spec.load_balanced),
+        att = trainer.program.attention  # what the train step runs (bookft.attention.resolve)
+        mesh = att.mesh  # None when the strategy is local
+        self._layout = SeqLayout(mesh=mesh, balanced=att.load_balanced,
                                  rule=length_rule(self.cfg.attention, mesh), per_octave=self.settings.length_buckets)
         self._fn = tail_logits_fn(trainer.graphdef, attend=trainer.attend, tail=self.settings.logits_tail,
                                   layout=self._layout)

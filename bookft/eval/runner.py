@@ -33,8 +33,8 @@ from bookft.eval.haystack import build_haystack
 from bookft.eval.layout import SeqLayout
 from bookft.eval.placement import Sample, build_sample
 from bookft.eval.scoring import GenerateFn, LogitsFn, generate, teacher_forced
-from bookft.eval.tasks import make_task
 from bookft.eval.tokenizer import EvalTokenizer
+from bookft.needles import make_task
 
 
 def effective_length(per_length: dict[int, float], threshold: float) -> int | None:

@@ -1,12 +1,12 @@
 """`build_corpus(config)`: sources -> documents -> tokens -> packed sequences -> a published corpus version.
 
 Design choices:
-- Phases: resolve sources; extract (pure function per source, process pool of `workers`, results
-  cached per content hash; in this process when the sources to extract hold under 16 MiB, where a
-  pool's start would cost more than it saves); dedup (exact, by text sha256, first occurrence
-  wins); tokenizer (given, reused from the previous version, or trained); tokenize (per source,
-  cached per fingerprint); pack (pure plan over lengths); write (streamed Arrow) and publish
-  atomically.
+- Phases, each a function over one build state (`_Build`, what the phases hand on): resolve
+  sources; extract (pure function per source, process pool of `workers`, results cached per
+  content hash; in this process when the sources to extract hold under 16 MiB, where a pool's
+  start would cost more than it saves); dedup (exact, by text sha256, first occurrence wins);
+  tokenizer (given, reused from the previous version, or trained); tokenize (per source, cached
+  per fingerprint); pack (pure plan over lengths); write (streamed Arrow) and publish atomically.
 - Streaming: the extraction cache on disk is the document store between phases. A worker writes
   its source's entry itself and returns only the head (no texts), so whole sources never cross
   processes; dedup reads heads only (hashes computed at extraction); tokenize, train and write read
@@ -32,7 +32,8 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -126,178 +127,196 @@ def _previous_tokenizer(root: Path, cfg: IngestConfig):
     return None
 
 
-def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple] | None = None,
-                 loss_weights: LossWeightsFn | None = None,
-                 before_publish: Callable[[Path, dict], bool] | None = None) -> dict:
-    """Build and publish a new corpus version in `cfg.out`; returns its manifest. Raises IngestError if
-    nothing could be ingested.
+@dataclass
+class _Build:
+    """What the phases of one build pass on: sources, their extraction heads, kept documents, the
+    tokenizer, the token files, the packing plan. Each phase reads what earlier ones set."""
 
-    sources: [(path, kind, collection)] or [(path, kind, collection, pdf_password)] besides cfg.sources.
+    cfg: IngestConfig
+    progress: object
+    root: Path
+    cache: SourceCache
+    loss_weights: LossWeightsFn | None
+    timings: dict[str, float] = field(default_factory=dict)
+    cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds of this process (workers not included)
+    specs: list = field(default_factory=list)
+    jobs: list = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+    hashes: list[str] = field(default_factory=list)
+    todo: list[int] = field(default_factory=list)  # indices of the jobs extracted this time
+    heads: list[dict] = field(default_factory=list)
+    entries: list[dict] = field(default_factory=list)
+    stats_total: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    secrets: list[dict] = field(default_factory=list)  # redacted secrets: source, line, kind (ingest/secrets.py)
+    secrets_per_source: dict[str, int] = field(default_factory=dict)
+    keep: dict[int, list[int]] = field(default_factory=dict)  # source index -> kept document indices
+    duplicates: list[dict] = field(default_factory=list)
+    n_near: int = 0
+    n_docs: int = 0
+    tok: object = None
+    origin: str = "trained"
+    fp: str = ""
+    eos_id: int | None = None
+    pad_id: int | None = None
+    eos: int | None = None
+    staged: Path | None = None
+    tok_file: Path | None = None
+    w_file: Path | None = None
+    doc_off: list[int] = field(default_factory=lambda: [0])
+    doc_coll: list[int] = field(default_factory=list)
+    bounds_parts: list[np.ndarray] = field(default_factory=list)
+    bound_off: list[int] = field(default_factory=lambda: [0])
+    n_tok_total: int = 0
+    plan: object = None
+    info: dict = field(default_factory=dict)
 
-    loss_weights(document, token_ids int32 [n]) -> float32 [n] or None (= all 1.0): the hook for
-    synthesized retrieval examples (issue 9); when given, sequences carry a `loss_weights` column.
+    @contextmanager
+    def phase(self, name: str):
+        t, c = time.perf_counter(), time.process_time()
+        yield
+        self.timings[name] = time.perf_counter() - t
+        self.cpu[name] = time.process_time() - c
 
-    before_publish(staged_dir, manifest) -> bool: called when the new version is complete in its staging
-    folder, before the rename (refresh pipelines validate here, issue 7). False discards it (the returned
-    manifest then has `path` None); an exception discards it and propagates.
-    """
-    progress = progress or NullProgress()
-    t0 = time.perf_counter()
-    timings: dict[str, float] = {}
-    cpu: dict[str, float] = {}  # CPU seconds of this process per phase (extraction workers not included)
-    root = Path(cfg.out)
-    check_corpus_dir(root)
-    root.mkdir(parents=True, exist_ok=True)
-    clean_stale(root)
-    cache = SourceCache(root)
+    def kept_docs(self):
+        """(source index, Document) of every kept document, in order, one text in memory at a time."""
+        for i in sorted(self.keep):
+            for d in self.cache.documents(self.keys[i], self.keep[i]):
+                yield i, d
 
+
+def _resolve(b: _Build, sources) -> None:
+    cfg = b.cfg
     specs = list(sources or [])
     if cfg.sample is not None:
         from bookft.ingest.sample import generate_sample
 
-        specs = generate_sample(root / "sample-sources", cfg.sample) + specs
+        specs = generate_sample(b.root / "sample-sources", cfg.sample) + specs
     specs += [(s.path, s.kind, s.collection, s.password()) for s in cfg.sources]  # password: from the environment
     if not specs:
         raise IngestError("no sources given: name files or folders, or a corpus YAML with `sources:`")
-    jobs, bad = resolve_sources(specs, cfg.extract, cfg.limits)
+    b.specs = specs
+    b.jobs, bad = resolve_sources(specs, cfg.extract, cfg.limits)
+    b.entries = [asdict(e) for e in bad]
 
-    # --- extract -----------------------------------------------------------------------------------------
-    t, c = time.perf_counter(), time.process_time()
-    keys = []
-    hashes = []
+
+def _extract(b: _Build) -> None:
+    """Extract every source whose content changed (a pool of workers writes the cache itself)."""
+    cache, jobs, progress = b.cache, b.jobs, b.progress
     for job in jobs:
         h = content_hash(job)
-        hashes.append(h)
-        keys.append(job_key(job, h))
-    todo = [i for i, k in enumerate(keys) if not cache.has_extract(k)]
+        b.hashes.append(h)
+        b.keys.append(job_key(job, h))
+    b.todo = todo = [i for i, k in enumerate(b.keys) if not cache.has_extract(k)]
     cache.extract_hits = len(jobs) - len(todo)
     cache.extract_misses = len(todo)
     progress.start("extract", len(jobs), "sources")
     progress.advance(len(jobs) - len(todo))
-    workers = cfg.workers if not _small([jobs[i].path for i in todo]) else 0
-    for j, head in _pool_map(_extract_to_cache, [(jobs[i], cache.root, keys[i], hashes[i]) for i in todo],
+    workers = b.cfg.workers if not _small([jobs[i].path for i in todo]) else 0
+    for j, head in _pool_map(_extract_to_cache, [(jobs[i], cache.root, b.keys[i], b.hashes[i]) for i in todo],
                              workers):
-        cache.remember(keys[todo[j]], head)
+        cache.remember(b.keys[todo[j]], head)
         progress.advance(1, pages=head["stats"].get("pages", 0), chars=sum(d["n_chars"] for d in head["documents"]))
     progress.end()
-    heads = [cache.head(k) for k in keys]
-    timings["extract"] = time.perf_counter() - t
-    cpu["extract"] = time.process_time() - c
+    b.heads = [cache.head(k) for k in b.keys]
 
-    entries: list[dict] = [asdict(e) for e in bad]
-    stats_total: dict[str, int] = defaultdict(int)
-    secrets: list[dict] = []  # redacted secrets: source, line, kind (bookft/ingest/secrets.py)
-    secrets_per_source: dict[str, int] = {}
-    for i, job in enumerate(jobs):
-        s = heads[i]
+
+def _collect_entries(b: _Build) -> None:
+    """The manifest's per-source entries, extraction stats and secret findings, in source order."""
+    for i, job in enumerate(b.jobs):
+        s = b.heads[i]
         for e in s["entries"]:
             d = dict(e)
             if d["source"] == job.path:
-                d["hash"] = hashes[i]
-            entries.append(d)
+                d["hash"] = b.hashes[i]
+            b.entries.append(d)
         for k, v in s["stats"].items():
-            stats_total[k] += v
+            b.stats_total[k] += v
         if s.get("secrets"):
-            secrets_per_source[job.path] = len(s["secrets"])
-            secrets.extend(s["secrets"][:MAX_LISTED_SECRETS - len(secrets)])
+            b.secrets_per_source[job.path] = len(s["secrets"])
+            b.secrets.extend(s["secrets"][:MAX_LISTED_SECRETS - len(b.secrets)])
 
-    # --- dedup -------------------------------------------------------------------------------------------
-    t, c = time.perf_counter(), time.process_time()
-    progress.start("dedup", len(jobs), "sources")
+
+def _dedup(b: _Build) -> None:
+    """Exact (text sha256, first occurrence wins) and, when enabled, near-duplicate removal."""
+    cfg, progress = b.cfg, b.progress
+    progress.start("dedup", len(b.jobs), "sources")
     seen: dict[str, str] = {}
-    keep: dict[int, list[int]] = {}
-    duplicates: list[dict] = []
     near = NearDuplicates(cfg.near_dedup) if cfg.near_dedup.enabled else None
-    n_near = 0
-    for i in range(len(jobs)):
-        if not heads[i]["documents"]:
+    for i in range(len(b.jobs)):
+        if not b.heads[i]["documents"]:
             continue
-        keep[i] = []
-        texts = cache.documents(keys[i]) if near is not None else None
-        for k, d in enumerate(heads[i]["documents"]):
+        b.keep[i] = []
+        texts = b.cache.documents(b.keys[i]) if near is not None else None
+        for k, d in enumerate(b.heads[i]["documents"]):
             text = next(texts).text if texts is not None else None
             h = d["hash"]
             if cfg.dedup and h in seen:
-                duplicates.append({"source": d["source"], "duplicate_of": seen[h]})
+                b.duplicates.append({"source": d["source"], "duplicate_of": seen[h]})
                 continue
             if near is not None:
                 hit = near.check_add(text, d["source"])
                 if hit is not None:
-                    duplicates.append({"source": d["source"], "near_duplicate_of": hit[0], "jaccard": round(hit[1], 4)})
-                    n_near += 1
+                    b.duplicates.append({"source": d["source"], "near_duplicate_of": hit[0],
+                                         "jaccard": round(hit[1], 4)})
+                    b.n_near += 1
                     continue
             seen[h] = d["source"]
-            keep[i].append(k)
+            b.keep[i].append(k)
         progress.advance(1)
     del near
     progress.end()
-    n_docs = sum(len(v) for v in keep.values())
-    timings["dedup"] = time.perf_counter() - t
-    cpu["dedup"] = time.process_time() - c
-    if n_docs == 0:
-        reasons = "; ".join(f"{e['source']}: {e['reason']}" for e in entries if e["status"] != "ingested")[:2000]
-        raise IngestError(f"nothing could be ingested from {len(specs)} source(s): {reasons or 'no documents'}")
+    b.n_docs = sum(len(v) for v in b.keep.values())
 
-    def kept_docs():
-        """(source index, Document) of every kept document, in order, one text in memory at a time."""
-        for i in sorted(keep):
-            for d in cache.documents(keys[i], keep[i]):
-                yield i, d
 
-    # --- tokenizer ---------------------------------------------------------------------------------------
-    t, c = time.perf_counter(), time.process_time()
-    tc = cfg.tokenizer
-    origin = "trained"
+def _tokenizer(b: _Build) -> None:
+    """The tokenizer: given (tokenizer.path), reused from the current version, or trained on the kept text."""
+    tc = b.cfg.tokenizer
     tok = None
     if tc.path:
         tok = load_tokenizer(tc.path)
-        origin = str(tc.path)
+        b.origin = str(tc.path)
     elif not tc.retrain:
-        tok = _previous_tokenizer(root, cfg)
+        tok = _previous_tokenizer(b.root, b.cfg)
     if tok is None:
-        progress.start("train tokenizer", None, "")
+        b.progress.start("train tokenizer", None, "")
 
         def sample_texts():
             budget = tc.train_chars
-            for _, d in kept_docs():
+            for _, d in b.kept_docs():
                 if budget <= 0:
                     return
                 yield d.text[:budget]
                 budget -= len(d.text)
 
         tok = train_bpe(sample_texts(), tc.vocab_size, tc.min_frequency)
-        progress.end()
-    fp = fingerprint(tok)
-    eos_id, pad_id = special_ids(tok, tc.path)
-    timings["tokenizer"] = time.perf_counter() - t
-    cpu["tokenizer"] = time.process_time() - c
+        b.progress.end()
+    b.tok, b.fp = tok, fingerprint(tok)
+    b.eos_id, b.pad_id = special_ids(tok, tc.path)
 
-    # --- tokenize ----------------------------------------------------------------------------------------
-    t, c = time.perf_counter(), time.process_time()
-    staged = staging_dir(root)
-    tok_file = staged / ".tokens.bin"
-    w_file = staged / ".weights.bin"
-    w_out = open(w_file, "wb") if loss_weights is not None else None
-    doc_off = [0]
-    doc_coll: list[int] = []
-    bounds_parts: list[np.ndarray] = []
-    bound_off = [0]
+
+def _tokenize(b: _Build) -> None:
+    """Kept documents' tokens (cached per source and tokenizer) into one flat int32 file, with their
+    offsets, collections and split boundaries (and loss weights when the hook is given)."""
+    cache, heads, keep, loss_weights = b.cache, b.heads, b.keep, b.loss_weights
+    b.staged = staging_dir(b.root)
+    b.tok_file = b.staged / ".tokens.bin"
+    b.w_file = b.staged / ".weights.bin"
+    w_out = open(b.w_file, "wb") if loss_weights is not None else None
     coll_ids: dict[str, int] = {}
     prev_coll = prev_key = None
-    eos = eos_id if cfg.packing.append_eos else None
-    progress.start("tokenize", len(keep), "sources")
-    n_tok_total = 0
-    with open(tok_file, "wb") as out:
+    b.eos = eos = b.eos_id if b.cfg.packing.append_eos else None
+    b.progress.start("tokenize", len(keep), "sources")
+    with open(b.tok_file, "wb") as out:
         for i in sorted(keep):
             if not keep[i]:  # every document of this source was a duplicate
                 continue
-            cached = cache.load_tokens(fp, keys[i] + ("" if eos is not None else "-noeos"))
+            cached = cache.load_tokens(b.fp, b.keys[i] + ("" if eos is not None else "-noeos"))
             if cached is None:
-                cached = encode_source(tok, (d.text for d in cache.documents(keys[i])), eos)
-                cache.save_tokens(fp, keys[i] + ("" if eos is not None else "-noeos"), *cached)
+                cached = encode_source(b.tok, (d.text for d in cache.documents(b.keys[i])), eos)
+                cache.save_tokens(b.fp, b.keys[i] + ("" if eos is not None else "-noeos"), *cached)
             ids, offs, bnds, boffs = cached
             docs_i = heads[i]["documents"]
-            full = cache.documents(keys[i], keep[i]) if w_out is not None else None
+            full = cache.documents(b.keys[i], keep[i]) if w_out is not None else None
             for k in keep[i]:
                 coll = docs_i[k]["collection"]
                 name = f"{i}:{coll}" if coll != prev_coll else prev_key
@@ -313,26 +332,23 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple] | Non
                         raise IngestError(f"loss_weights for {doc.source}: expected shape "
                                           f"{seg.shape}, got {wk.shape}")
                     w_out.write(wk.tobytes())
-                doc_off.append(doc_off[-1] + len(seg))
-                doc_coll.append(coll_ids[name])
-                bounds_parts.append(bnds[boffs[k]:boffs[k + 1]])
-                bound_off.append(bound_off[-1] + len(bounds_parts[-1]))
-                n_tok_total += len(seg)
-            progress.advance(1, tokens=int(offs[-1]))
-    progress.end()
+                b.doc_off.append(b.doc_off[-1] + len(seg))
+                b.doc_coll.append(coll_ids[name])
+                b.bounds_parts.append(bnds[boffs[k]:boffs[k + 1]])
+                b.bound_off.append(b.bound_off[-1] + len(b.bounds_parts[-1]))
+                b.n_tok_total += len(seg)
+            b.progress.advance(1, tokens=int(offs[-1]))
+    b.progress.end()
     if w_out is not None:
         w_out.close()
-    timings["tokenize"] = time.perf_counter() - t
-    cpu["tokenize"] = time.process_time() - c
 
-    # --- pack --------------------------------------------------------------------------------------------
-    t, c = time.perf_counter(), time.process_time()
-    progress.start("pack", None, "")
-    tokens = FlatFile(tok_file, np.int32)  # read by slices: the token file never becomes resident
-    doc_off_a = np.array(doc_off, dtype=np.int64)
-    bounds_flat = np.concatenate(bounds_parts) if bounds_parts else np.zeros(0, np.int64)
-    bound_off_a = np.array(bound_off, dtype=np.int64)
-    ws = word_starts(tok)
+
+def _pack(b: _Build, tokens: FlatFile, doc_off_a: np.ndarray) -> None:
+    """The packing plan (corpus/packing.py, pure), cutting split documents at word starts."""
+    b.progress.start("pack", None, "")
+    bounds_flat = np.concatenate(b.bounds_parts) if b.bounds_parts else np.zeros(0, np.int64)
+    bound_off_a = np.array(b.bound_off, dtype=np.int64)
+    ws = word_starts(b.tok)
 
     def word_cut(d: int, lo: int, hi: int) -> int | None:
         a = max(lo + 1, hi - 4096)
@@ -341,80 +357,128 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple] | Non
         hit = np.nonzero(ws[seg])[0] if len(seg) else []
         return a + int(hit[-1]) if len(hit) else None
 
-    seq_len = cfg.packing.seq_len
-    plan = pack(np.diff(doc_off_a), doc_coll, seq_len,
-                boundaries=lambda d: bounds_flat[bound_off_a[d]:bound_off_a[d + 1]],
-                slack=int(cfg.packing.split_slack * seq_len), word_cut=word_cut)
-    progress.end()
-    timings["pack"] = time.perf_counter() - t
-    cpu["pack"] = time.process_time() - c
+    seq_len = b.cfg.packing.seq_len
+    b.plan = pack(np.diff(doc_off_a), b.doc_coll, seq_len,
+                  boundaries=lambda d: bounds_flat[bound_off_a[d]:bound_off_a[d + 1]],
+                  slack=int(b.cfg.packing.split_slack * seq_len), word_cut=word_cut)
+    b.progress.end()
 
-    # --- write + publish ---------------------------------------------------------------------------------
-    t, c = time.perf_counter(), time.process_time()
-    progress.start("write", len(plan.sequences), "sequences")
+
+def _write(b: _Build, tokens: FlatFile, doc_off_a: np.ndarray) -> None:
+    """The sequences (streamed Arrow shards) and the tokenizer into the staging folder."""
+    staged, tc = b.staged, b.cfg.tokenizer
+    b.progress.start("write", len(b.plan.sequences), "sequences")
     weights = None
-    if loss_weights is not None:
-        wmm = FlatFile(w_file, np.float32)
+    if b.loss_weights is not None:
+        wmm = FlatFile(b.w_file, np.float32)
         weights = lambda d, s, e: wmm[doc_off_a[d] + s: doc_off_a[d] + e]
-    info = write_version(staged, plan, tokens, doc_off_a, doc_coll, kept_docs(), cfg.packing.segments,
-                         pad_id, progress, weights=weights)
-    if loss_weights is not None:
+    b.info = write_version(staged, b.plan, tokens, doc_off_a, b.doc_coll, b.kept_docs(), b.cfg.packing.segments,
+                           b.pad_id, b.progress, weights=weights)
+    if b.loss_weights is not None:
         wmm.close()
-        w_file.unlink()
-    progress.end()
+        b.w_file.unlink()
+    b.progress.end()
     tokens.close()
-    tok_file.unlink()
+    b.tok_file.unlink()
     (staged / "tokenizer").mkdir()
-    tok.save(str(staged / "tokenizer" / "tokenizer.json"))
+    b.tok.save(str(staged / "tokenizer" / "tokenizer.json"))
     if tc.path and Path(tc.path).is_dir():
         for extra in ("tokenizer_config.json", "special_tokens_map.json"):
             if (Path(tc.path) / extra).is_file():
                 (staged / "tokenizer" / extra).write_bytes((Path(tc.path) / extra).read_bytes())
-    timings["write"] = time.perf_counter() - t
-    cpu["write"] = time.process_time() - c
 
+
+def _manifest(b: _Build) -> dict:
+    cfg, tc, plan, info = b.cfg, b.cfg.tokenizer, b.plan, b.info
     status = defaultdict(int)
-    for e in entries:
+    for e in b.entries:
         status[e["status"]] += 1
+    seq_len = cfg.packing.seq_len
     capacity = len(plan.sequences) * seq_len
-    manifest = {
+    n_tok_total = b.n_tok_total
+    return {
         "format": "bookft-corpus/1",
         "name": cfg.name,
         "version": None,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "seq_len": seq_len,
         "segments": cfg.packing.segments,
-        "tokenizer": {"fingerprint": fp, "vocab_size": tok.get_vocab_size(with_added_tokens=True),
-                      "eos_id": eos_id, "pad_id": pad_id, "origin": origin,
-                      "trained_vocab_size": tc.vocab_size if origin == "trained" else None,
-                      "eos_appended": eos is not None},
-        "counts": {"sources": len(specs), "jobs": len(jobs), "entries": dict(status),
-                   "documents": n_docs, "duplicates": len(duplicates) - n_near, "near_duplicates": n_near,
+        "tokenizer": {"fingerprint": b.fp, "vocab_size": b.tok.get_vocab_size(with_added_tokens=True),
+                      "eos_id": b.eos_id, "pad_id": b.pad_id, "origin": b.origin,
+                      "trained_vocab_size": tc.vocab_size if b.origin == "trained" else None,
+                      "eos_appended": b.eos is not None},
+        "counts": {"sources": len(b.specs), "jobs": len(b.jobs), "entries": dict(status),
+                   "documents": b.n_docs, "duplicates": len(b.duplicates) - b.n_near, "near_duplicates": b.n_near,
                    "tokens": n_tok_total,
                    "sequences": len(plan.sequences), "split_documents": plan.n_split_docs,
                    "padding_tokens": capacity - n_tok_total,
                    "fill": round(n_tok_total / capacity, 6) if capacity else 0.0,
-                   "chars": info["chars"], "pdf_pages": stats_total.get("pages", 0),
-                   "pdf_empty_pages": stats_total.get("empty_pages", 0),
-                   "secrets_redacted": sum(secrets_per_source.values())},
-        "secrets": {"per_source": secrets_per_source, "findings": secrets,
-                    "findings_not_listed": sum(secrets_per_source.values()) - len(secrets),
+                   "chars": info["chars"], "pdf_pages": b.stats_total.get("pages", 0),
+                   "pdf_empty_pages": b.stats_total.get("empty_pages", 0),
+                   "secrets_redacted": sum(b.secrets_per_source.values())},
+        "secrets": {"per_source": b.secrets_per_source, "findings": b.secrets,
+                    "findings_not_listed": sum(b.secrets_per_source.values()) - len(b.secrets),
                     "scanned": {"code": cfg.extract.secrets.code, "legal": cfg.extract.secrets.legal}},
         "per_kind": info["per_kind"],
         "data_hash": info["data_hash"],
-        "loss_weights": loss_weights is not None,
-        "work": {**cache.counters(), "documents_extracted": sum(len(heads[i]["documents"]) for i in todo),
-                 "sources_unchanged": len(jobs) - len(todo)},
-        "timings": {k: round(v, 3) for k, v in timings.items()},
-        "cpu_seconds": {k: round(v, 3) for k, v in cpu.items()},
+        "loss_weights": b.loss_weights is not None,
+        "work": {**b.cache.counters(), "documents_extracted": sum(len(b.heads[i]["documents"]) for i in b.todo),
+                 "sources_unchanged": len(b.jobs) - len(b.todo)},
+        "timings": {k: round(v, 3) for k, v in b.timings.items()},
+        "cpu_seconds": {k: round(v, 3) for k, v in b.cpu.items()},
         "config": json.loads(json.dumps(asdict(cfg), default=str)),
-        "sources": entries,
-        "source_hashes": {job.path: hashes[i] for i, job in enumerate(jobs)},  # per job, for refresh diffs
-        "duplicates": duplicates,
+        "sources": b.entries,
+        "source_hashes": {job.path: b.hashes[i] for i, job in enumerate(b.jobs)},  # per job, for refresh diffs
+        "duplicates": b.duplicates,
     }
+
+
+def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple] | None = None,
+                 loss_weights: LossWeightsFn | None = None,
+                 before_publish: Callable[[Path, dict], bool] | None = None) -> dict:
+    """Build and publish a new corpus version in `cfg.out`; returns its manifest. Raises IngestError if
+    nothing could be ingested.
+
+    sources: [(path, kind, collection)] or [(path, kind, collection, pdf_password)] besides cfg.sources.
+
+    loss_weights(document, token_ids int32 [n]) -> float32 [n] or None (= all 1.0): the hook for
+    synthesized retrieval examples (issue 9); when given, sequences carry a `loss_weights` column.
+
+    before_publish(staged_dir, manifest) -> bool: called when the new version is complete in its staging
+    folder, before the rename (refresh pipelines validate here, issue 7). False discards it (the returned
+    manifest then has `path` None); an exception discards it and propagates.
+    """
+    t0 = time.perf_counter()
+    root = Path(cfg.out)
+    check_corpus_dir(root)
+    root.mkdir(parents=True, exist_ok=True)
+    clean_stale(root)
+    b = _Build(cfg=cfg, progress=progress or NullProgress(), root=root, cache=SourceCache(root),
+               loss_weights=loss_weights)
+    _resolve(b, sources)
+    with b.phase("extract"):
+        _extract(b)
+    _collect_entries(b)
+    with b.phase("dedup"):
+        _dedup(b)
+    if b.n_docs == 0:
+        reasons = "; ".join(f"{e['source']}: {e['reason']}" for e in b.entries if e["status"] != "ingested")[:2000]
+        raise IngestError(f"nothing could be ingested from {len(b.specs)} source(s): {reasons or 'no documents'}")
+    with b.phase("tokenizer"):
+        _tokenizer(b)
+    with b.phase("tokenize"):
+        _tokenize(b)
+    tokens = FlatFile(b.tok_file, np.int32)  # read by slices: the token file never becomes resident
+    doc_off_a = np.array(b.doc_off, dtype=np.int64)
+    with b.phase("pack"):
+        _pack(b, tokens, doc_off_a)
+    with b.phase("write"):
+        _write(b, tokens, doc_off_a)
+    manifest = _manifest(b)
     n = max([int(x) for x in os.listdir(root / "versions") if x.isdigit()], default=0) + 1
     manifest["version"] = n
     manifest["timings"]["total"] = round(time.perf_counter() - t0, 3)
+    staged = b.staged
     write_json(staged / "manifest.json", manifest)
     if before_publish is not None:
         try:
@@ -427,7 +491,6 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple] | Non
             manifest["path"] = None
             return manifest
     final = publish(root, staged, n)
-    cache.prune(set(keys) | {k + "-noeos" for k in keys}, fp)
+    b.cache.prune(set(b.keys) | {k + "-noeos" for k in b.keys}, b.fp)
     manifest["path"] = str(final)
     return manifest
-

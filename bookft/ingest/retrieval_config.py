@@ -7,9 +7,9 @@ Design choices:
   cuts sequences into rows of one of these lengths keeps every example of that length whole.
 - Loss weights: `answer_weight` on the answer tokens, `context_weight` on every other token of an
   example, `corpus_weight` on the tokens of ordinary documents (1.0 keeps plain fine-tuning as is).
-- `scrub_digits` mirrors the eval's design (bookft.eval.tasks: the filler has no digits, so a value
+- `scrub_digits` mirrors the eval's design (bookft.needles: the filler has no digits, so a value
   can only come from its needle); switch it off to make the task harder (numbers in the text).
-- Kinds: `magic_number` is the eval's NIAH needle verbatim (bookft.eval.tasks); `passage` asks to
+- Kinds: `magic_number` is the eval's NIAH needle verbatim (bookft.needles); `passage` asks to
   complete a sentence seen earlier in a book; `signature` asks for a function's signature after the
   file that defines it.
 """

@@ -152,3 +152,10 @@ def sample_digest(folder: Path) -> str:
         else:
             h.update(hashlib.sha256(p.read_bytes()).digest())
     return h.hexdigest()
+
+
+def default_corpus_yaml() -> Path:
+    here = Path("corpora/sample.yaml")
+    if here.is_file():
+        return here
+    return Path(__file__).resolve().parents[2] / "corpora" / "sample.yaml"

@@ -220,7 +220,7 @@ def _host_values(kind: str, shape: tuple[int, ...], std: float, seed: int, index
     return std * rng.standard_normal(shape, dtype=np.float32)
 
 
-def init_model(config: ModelConfig, seed: int = 0) -> Decoder:
+def init_model(config: ModelConfig, seed: int = 0, *, place=None) -> Decoder:
     """A randomly initialised Decoder (normal(init_std) weights, unit norms, zero biases/LoRA B).
 
     Values are drawn on the host with numpy (jax's random init compiles for 10-20 s on a busy
@@ -228,6 +228,8 @@ def init_model(config: ModelConfig, seed: int = 0) -> Decoder:
     `jax.pure_callback`, so `nnx.eval_shape(lambda: init_model(c))` costs nothing and
     `jax.jit(lambda: init_model(c), out_shardings=...)` gives the same values as an eager call.
     (`Decoder(config, rngs=nnx.Rngs(seed))` draws with jax instead; different values.)
+    `place(path, values, sds) -> array`, if given, creates each parameter where it belongs from
+    `values()` (the host array): the caller's sharding, so nothing is placed whole and resharded.
     """
     graphdef, state = nnx.split(abstract_model(config))
     kinds = {name: spec[3] for name, spec in param_specs(config).items()}
@@ -236,7 +238,9 @@ def init_model(config: ModelConfig, seed: int = 0) -> Decoder:
     for index, (path, var) in enumerate(sorted(state.flat_state(), key=lambda kv: kv[0])):
         sds = var.get_value()
         args = (kinds[path[-1]], tuple(sds.shape), config.init_std, seed, index)
-        if tracing:
+        if place is not None:
+            value = place(path, lambda args=args, dtype=sds.dtype: _host_values(*args).astype(dtype), sds)
+        elif tracing:
             def host(args=args, dtype=sds.dtype):
                 return _host_values(*args).astype(dtype)
             value = jax.pure_callback(host, jax.ShapeDtypeStruct(sds.shape, sds.dtype))

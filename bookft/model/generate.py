@@ -34,12 +34,12 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from bookft.host import to_host
 from bookft.model import layers as L
 from bookft.model import short_conv
 from bookft.model.axes import constrain
 from bookft.model.decoder import Decoder
 from bookft.model.rope import rope_cos_sin
-from bookft.parallel.distributed import to_host
 
 
 def _reference_copy(model: Decoder) -> Decoder:

@@ -51,16 +51,3 @@ def maybe_initialize(distributed: bool | None, env=os.environ) -> bool:
     _done = True
     return True
 
-
-def to_host(x, dtype=None):
-    """A (possibly sharded) jax array as a numpy array on every process. On one host that is a
-    plain copy; across hosts the shards other processes hold are gathered first
-    (multihost_utils.process_allgather), so results (eval logits, decoded tokens) read the same
-    on every host."""
-    import numpy as np
-
-    if getattr(x, "is_fully_addressable", True):
-        return np.asarray(x, dtype=dtype)
-    from jax.experimental import multihost_utils
-
-    return np.asarray(multihost_utils.process_allgather(x, tiled=True), dtype=dtype)

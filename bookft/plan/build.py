@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import jax
 import numpy as np
-from flax import nnx
 
+from bookft.attention.resolution import ulysses_degree
 from bookft.errors import AttentionError, ConfigError, PlanError
 from bookft.parallel.mesh import context_degree, make_mesh, resolve_axis_sizes
 from bookft.plan.estimate import estimate
@@ -74,8 +74,7 @@ def mesh_for(cfg: RunConfig, strategy: str, n_devices: int) -> dict[str, int]:
         sizes["fsdp"] = sizes.get("fsdp", 1) * ctx
         return sizes
     if strategy == "usp":
-        want = cfg.parallel.mesh.get("context_ulysses")
-        u = want if want and want > 0 and ctx % want == 0 else math.gcd(ctx, cfg.model.num_kv_heads)
+        u = ulysses_degree(ctx, cfg.model.num_kv_heads, cfg.parallel.mesh.get("context_ulysses"))
         return {**sizes, "context": ctx // u, "context_ulysses": u}
     return {**sizes, "context": ctx}
 
@@ -114,64 +113,54 @@ def _oom(text: str) -> str | None:
     return "does not fit: " + text.strip().splitlines()[0][:200]
 
 
-def plan_one(cfg: RunConfig, topo: Topology, devices, *, seq_len: int, strategy: str, remat: str) -> PlanResult:
-    from bookft.model import abstract_model
-    from bookft.model.lora import trainable_filter
-    from bookft.train.optimizer import make_optimizer
-    from bookft.train.setup import check_seq_len, make_attend
-    from bookft.train.step import (
-        BATCH_FIELDS,
-        StepSettings,
-        jit_train_step,
-        make_train_step,
-        opt_state_shardings,
-        shardings_by_path,
-        state_shardings,
-    )
-
-    sizes = mesh_for(cfg, strategy, len(devices))
+def planned_config(cfg: RunConfig, strategy: str, remat: str, n_devices: int) -> tuple[RunConfig, dict[str, int]]:
+    """The run config as plan compiles it: `strategy` and `remat`, the splash kernel, the mesh for the strategy."""
+    sizes = mesh_for(cfg, strategy, n_devices)
     cfg = dataclasses.replace(
         cfg, model=dataclasses.replace(cfg.model, remat=remat),
         attention=dataclasses.replace(cfg.attention, strategy=strategy, kernel="splash"),
         parallel=dataclasses.replace(cfg.parallel, mesh=sizes, cpu_devices=0))
+    return cfg, sizes
+
+
+def lower_step(cfg: RunConfig, devices, *, seq_len: int, strategy: str, remat: str):
+    """The train step `plan_one` compiles, lowered (jax.stages.Lowered) for `devices` (benchmarks/step_hash.py)."""
+    from bookft.train.program import build_program
+
+    cfg, _ = planned_config(cfg, strategy, remat, len(devices))
+    program = build_program(cfg, make_mesh(cfg.parallel, devices))
+    program.attention.check_seq_len(seq_len)
+    return program.step.lower(*program.abstract_inputs(seq_len))
+
+
+def plan_one(cfg: RunConfig, topo: Topology, devices, *, seq_len: int, strategy: str, remat: str) -> PlanResult:
+    from bookft.train.program import build_program
+
+    cfg, sizes = planned_config(cfg, strategy, remat, len(devices))
     res = PlanResult(strategy=strategy, remat=remat, seq_len=seq_len, topology=topo.libtpu_name,
                      n_devices=len(devices), mesh=sizes, fits=False, capacity_bytes=topo.hbm_per_device,
                      overrides=[f"attention.strategy={strategy}", f"model.remat={remat}",
                                 "parallel.mesh={" + ", ".join(f"{k}: {v}" for k, v in sizes.items()) + "}"])
     mesh = make_mesh(cfg.parallel, devices)
     try:
-        attend, used = make_attend(cfg, mesh)
-        check_seq_len(cfg, mesh, seq_len, used)
+        program = build_program(cfg, mesh)
+        program.attention.check_seq_len(seq_len)
     except (AttentionError, ConfigError) as e:
         res.error = f"not applicable: {e}"
         return res
-    mc = cfg.model
-    filt = trainable_filter(mc)
-    graphdef, abs_params, abs_frozen = nnx.split(abstract_model(mc), filt, ...)
-    p_sh, f_sh = state_shardings(abs_params, mesh), state_shardings(abs_frozen, mesh)
-    tx, _ = make_optimizer(cfg.train)
-    abs_opt = jax.eval_shape(tx.init, abs_params)
-    o_sh = opt_state_shardings(abs_opt, shardings_by_path(abs_params, p_sh), mesh)
-    rep = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
-    state_sh = {"params": p_sh, "opt_state": o_sh, "step": rep}
-    sds = lambda tree: jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), tree)
-    state = {"params": sds(abs_params), "opt_state": sds(abs_opt), "step": jax.ShapeDtypeStruct((), np.int32)}
-    a = cfg.train.grad_accum
-    rows = max(cfg.data.batch_size, 1)
-    shape = (a, max(rows // a, 1), seq_len)
+    abs_params, abs_frozen, abs_opt = program.abs_params, program.abs_frozen, program.abs_opt
+    p_sh, o_sh, f_sh = program.state_sh["params"], program.state_sh["opt_state"], program.frozen_sh
+    shape = program.batch_shape(seq_len)
     nb = math.prod(mesh.shape.get(x, 1) for x in ("data", "fsdp"))
     if shape[1] % nb:
         res.error = (f"not applicable: {shape[1]} sequence(s) per micro-batch cannot be split over data x fsdp = "
                      f"{nb} devices (raise data.batch_size or put those devices on the context axis)")
         return res
-    batch = {f: jax.ShapeDtypeStruct(shape, np.float32 if f == "weights" else np.int32) for f in BATCH_FIELDS}
-    settings = StepSettings(loss_chunk=cfg.train.loss_chunk, z_loss=cfg.train.z_loss, on_nan=cfg.train.on_nan)
-    step = jit_train_step(make_train_step(graphdef, tx, attend, mesh, settings), state_sh, f_sh, mesh)
     res.params_bytes = per_device_bytes(abs_params, p_sh) + per_device_bytes(abs_frozen, f_sh)
     res.opt_state_bytes = per_device_bytes(abs_opt, o_sh)
     t0 = time.perf_counter()
     try:
-        lowered = step.lower(state, sds(abs_frozen), batch)
+        lowered = program.step.lower(*program.abstract_inputs(seq_len))
         compiled = lowered.compile()
     except (AttentionError, ConfigError) as e:  # found while tracing (e.g. ulysses degree > head count)
         res.compile_s = time.perf_counter() - t0

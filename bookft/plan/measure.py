@@ -19,19 +19,17 @@ def measure_steps(cfg, result, steps: int = 5) -> dict:
     from bookft.model import flops_per_token
     from bookft.parallel.hardware import chip_for_device
     from bookft.parallel.mesh import make_mesh
-    from bookft.train.setup import init_state, make_attend
-    from bookft.train.step import BATCH_FIELDS, StepSettings, batch_sharding, jit_train_step, make_train_step
+    from bookft.train.program import build_program
+    from bookft.train.step import BATCH_FIELDS, batch_sharding
 
     cfg = dataclasses.replace(
         cfg, model=dataclasses.replace(cfg.model, remat=result.remat),
         attention=dataclasses.replace(cfg.attention, strategy=result.strategy, kernel="splash"),
         parallel=dataclasses.replace(cfg.parallel, mesh=result.mesh))
     mesh = make_mesh(cfg.parallel)
-    attend, _ = make_attend(cfg, mesh)
-    ts = init_state(cfg, mesh)
-    state, frozen = ts.state, ts.frozen
-    settings = StepSettings(loss_chunk=cfg.train.loss_chunk, z_loss=cfg.train.z_loss, on_nan="skip")
-    step = jit_train_step(make_train_step(ts.graphdef, ts.tx, attend, mesh, settings), ts.state_sh, ts.frozen_sh, mesh)
+    program = build_program(cfg, mesh, on_nan="skip")
+    state, frozen = program.init_state()
+    step = program.step
     a = cfg.train.grad_accum
     shape = (a, max(cfg.data.batch_size // a, 1), result.seq_len)
     rng = np.random.default_rng(0)

@@ -28,18 +28,17 @@ from bookft.plan.planner import plan_fast
 ROOT = Path(__file__).resolve().parents[2]
 # what the compiled train step is built from; the exclusions are data path / decode / multi-host I/O
 STEP_PATHS = ["bookft/model", "bookft/attention", "bookft/train", "bookft/parallel", "bookft/plan/build.py",
-              ":(exclude)bookft/train/data.py", ":(exclude)bookft/train/loop.py",
+              ":(exclude)bookft/train/data.py", ":(exclude)bookft/train/trainer.py",
+              ":(exclude)bookft/train/rundir.py", ":(exclude)bookft/train/curriculum.py",
               ":(exclude)bookft/train/checkpoint.py", ":(exclude)bookft/train/metrics.py",
-              ":(exclude)bookft/train/progress.py", ":(exclude)bookft/train/commands.py",
+              ":(exclude)bookft/train/progress.py", ":(exclude)bookft/train/export.py",
               ":(exclude)bookft/attention/balance.py",
               ":(exclude)bookft/attention/swaps.py", ":(exclude)bookft/model/generate.py",
-              ":(exclude)bookft/model/export.py", ":(exclude)bookft/model/commands.py",
               ":(exclude)bookft/parallel/distributed.py",
               # package __init__ files only re-export names (lazily, bookft/_lazy.py)
               ":(exclude)bookft/model/__init__.py", ":(exclude)bookft/attention/__init__.py"]
 # files the step uses only in part: top-level names in them that the compiled step never calls
-PARTLY = {"bookft/train/setup.py": {"Trainer", "balance_block"},
-          "bookft/model/short_conv.py": {"prompt_history"}}
+PARTLY = {"bookft/model/short_conv.py": {"prompt_history"}}
 KEY = ("config", "topology", "seq_len", "strategy", "remat", "mlp_chunk", "loss_chunk")
 
 

@@ -42,34 +42,35 @@ def _abstract_call(attend, B=2, S=64, hq=4, hkv=2, D=8):
 def test_errors_are_clear():
     m = mesh((1, 4), ("data", "context"))
     with pytest.raises(AttentionError, match="unknown attention strategy 'zigzag'.*allgather"):
-        make_attention("zigzag", "xla", m)
+        make_attention("zigzag", "xla", m, load_balanced=True)
     with pytest.raises(AttentionError, match="unknown attention kernel 'flash'"):
-        make_attention("ring", "flash", m)
+        make_attention("ring", "flash", m, load_balanced=True)
     with pytest.raises(AttentionError, match="needs a mesh"):
-        make_attention("ring", "xla", None)
+        make_attention("ring", "xla", None, load_balanced=True)
     with pytest.raises(AttentionError, match="lack \\['context_ulysses'\\]"):
-        make_attention("usp", "xla", m)
+        make_attention("usp", "xla", m, load_balanced=True)
     with pytest.raises(AttentionError, match="lack \\['context'\\]"):
-        make_attention("ring", "xla", mesh((4,), ("data",)))
+        make_attention("ring", "xla", mesh((4,), ("data",)), load_balanced=True)
     with pytest.raises(AttentionError, match="sequence length 60 is not divisible by 2 \\* context"):
-        _abstract_call(make_attention("ring", "xla", m, block_q=2, block_kv=2), S=60)
+        _abstract_call(make_attention("ring", "xla", m, block_q=2, block_kv=2, load_balanced=True), S=60)
     with pytest.raises(AttentionError, match="6 q heads are not divisible by the ulysses degree 4"):
-        _abstract_call(make_attention("ulysses", "xla", m, block_q=8, block_kv=8), hq=6, hkv=2)
+        _abstract_call(make_attention("ulysses", "xla", m, block_q=8, block_kv=8, load_balanced=True), hq=6, hkv=2)
     with pytest.raises(AttentionError, match="multiple of 128"):
-        _abstract_call(make_attention("ring", "splash", m), S=256)  # 32-token chunks
+        _abstract_call(make_attention("ring", "splash", m, load_balanced=True), S=256)  # 32-token chunks
     with pytest.raises(AttentionError, match="length 60 is not divisible by context parallelism 8"):
         _abstract_call(make_attention("ring", "xla", mesh((1, 8), ("data", "context")), load_balanced=False), S=60)
     assert _abstract_call(make_attention("ring", "xla", m, load_balanced=False, block_q=5, block_kv=5),
                           S=60).shape[1] == 60  # plain order needs only S % cp == 0
     with pytest.raises(AttentionError, match="not divisible by block_q"):
-        _abstract_call(make_attention("ring", "xla", m, block_q=3, block_kv=3), S=64)
+        _abstract_call(make_attention("ring", "xla", m, block_q=3, block_kv=3, load_balanced=True), S=64)
     assert issubclass(AttentionError, ConfigError)  # the CLI prints it without a traceback
 
 
 def test_shapes_pass_through_abstract_tracing():
     m = mesh((2, 2, 2), ("data", "context", "context_ulysses"))
     for strategy in STRATEGIES:
-        attend = make_attention(strategy, "xla", None if strategy == "local" else m, block_q=8, block_kv=8)
+        attend = make_attention(strategy, "xla", None if strategy == "local" else m, block_q=8, block_kv=8,
+                                load_balanced=True)
         assert _abstract_call(attend).shape == (2, 64, 4, 8)
 
 
@@ -82,7 +83,7 @@ def test_explicit_mesh_batch_sharded_matches_dense():
     B, S = 2, 64
     q, k, v, do = inputs(3, B, S, 4, 2, 8)
     seg = packed_segments(B, S, seed=5)
-    attend = make_attention("ring", "xla", m, block_q=8, block_kv=8)
+    attend = make_attention("ring", "xla", m, block_q=8, block_kv=8, load_balanced=True)
 
     def fn(q, k, v, seg, do):
         o, pull = jax.vjp(lambda q, k, v: attend(q, k, v, seg, None), q, k, v)
@@ -107,7 +108,7 @@ def test_non_causal_packed_ulysses_matches_dense():
     q, k, v, do = inputs(7, B, S, 4, 4, 8)
     seg = packed_segments(B, S, seed=9)
     attend = make_attention("ulysses", "xla", mesh((1, cp), ("data", "context")), causal=False,
-                            block_q=8, block_kv=8)
+                            block_q=8, block_kv=8, load_balanced=True)
     shapes = [(q.shape, np.float32)] * 3 + [((B, S), np.int32), (q.shape, np.float32)]
     got = compiled_vjp(attend, cp, True, shapes)(q, k, v, seg, do)
     want = oracle(q, k, v, seg, do, causal=False)
@@ -122,7 +123,8 @@ def test_sub_chunks_match_dense():
     B, S, cp = 2, 128, 2  # 4 chunks of 32 -> 4 sub-chunks of 8 each
     q, k, v, do = inputs(11, B, S, 4, 2, 8)
     seg = packed_segments(B, S, seed=13)
-    attend = make_attention("ring", "xla", mesh((1, cp), ("data", "context")), block_q=8, block_kv=8, max_chunk=8)
+    attend = make_attention("ring", "xla", mesh((1, cp), ("data", "context")), block_q=8, block_kv=8, max_chunk=8,
+                            load_balanced=True)
     shapes = [(q.shape, np.float32)] + [(k.shape, np.float32)] * 2 + [((B, S), np.int32), (q.shape, np.float32)]
     got = compiled_vjp(attend, cp, True, shapes)(q, k, v, seg, do)
     errs = [max_rel_err(g, w) for g, w in zip(got, oracle(q, k, v, seg, do), strict=True)]
@@ -131,4 +133,5 @@ def test_sub_chunks_match_dense():
 
 def test_max_chunk_below_block_is_an_error():
     with pytest.raises(AttentionError, match="max_chunk"):
-        make_attention("ring", "xla", mesh((1, 2), ("data", "context")), block_q=64, block_kv=64, max_chunk=32)
+        make_attention("ring", "xla", mesh((1, 2), ("data", "context")), block_q=64, block_kv=64, max_chunk=32,
+                       load_balanced=True)

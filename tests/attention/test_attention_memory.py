@@ -11,7 +11,7 @@ from bookft.attention import make_attention
 
 def temp_bytes(strategy, cp, S=2048, H=4, D=16):
     m = mesh((1, cp), ("data", "context"))
-    attend = make_attention(strategy, "xla", m, block_q=512, block_kv=512)  # one block per pair
+    attend = make_attention(strategy, "xla", m, block_q=512, block_kv=512, load_balanced=True)  # one block per pair
 
     def loss(q, k, v, seg):
         return jnp.sum(attend(q, k, v, seg, None).astype(jnp.float32) ** 2)

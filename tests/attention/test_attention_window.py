@@ -71,7 +71,7 @@ def test_model_reference_attention_window_matches_oracle():
 
 
 def test_splash_refuses_a_window():
-    attend = make_attention("local", "splash", None, block_q=128, block_kv=128)
+    attend = make_attention("local", "splash", None, block_q=128, block_kv=128, load_balanced=True)
     x = jax.ShapeDtypeStruct((1, 256, 2, 128), np.float32)
     seg = jax.ShapeDtypeStruct((1, 256), np.int32)
     with pytest.raises(AttentionError, match="sliding-window"):

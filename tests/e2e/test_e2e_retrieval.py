@@ -8,9 +8,8 @@ import pytest
 from bookft.config import from_dict
 from bookft.errors import ConfigError, IngestError
 from bookft.eval.haystack import essay_sentences
-from bookft.eval.tasks import NIAH_INSTRUCTION
 from bookft.ingest.documents import Document
-from bookft.ingest.retrieval import (
+from bookft.ingest.examples import (
     MARK,
     _Pool,
     build_example,
@@ -21,6 +20,7 @@ from bookft.ingest.retrieval import (
 )
 from bookft.ingest.retrieval_config import RetrievalConfig
 from bookft.ingest.tokenize import train_bpe
+from bookft.needles import NIAH_INSTRUCTION
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +149,7 @@ def length_ok(n, length):
 
 
 def test_edge_depth_puts_needles_at_the_edges(material):
-    from bookft.ingest.retrieval import _magic
+    from bookft.ingest.examples import _magic
 
     docs, _ = material
     depths = [_magic(np.random.default_rng(s), _Pool(docs), RetrievalConfig(rate=0.5, edge_depth=0.5), 1)[2]
@@ -161,7 +161,7 @@ def test_edge_depth_puts_needles_at_the_edges(material):
 
 
 def test_edge_from_keeps_short_examples_uniform(material, monkeypatch):
-    import bookft.ingest.retrieval as retrieval
+    import bookft.ingest.examples as retrieval
 
     docs, tok = material
     seen = []

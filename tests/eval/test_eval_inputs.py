@@ -13,9 +13,9 @@ from bookft.eval import EvalConfig, run_niah
 from bookft.eval.entry import load_settings, split_overrides
 from bookft.eval.haystack import build_haystack
 from bookft.eval.placement import build_sample
-from bookft.eval.tasks import make_task
 from bookft.eval.tokenizer import EvalTokenizer
 from bookft.model.config import ModelConfig, RopeConfig
+from bookft.needles import make_task
 
 
 @pytest.fixture(scope="module")
@@ -137,6 +137,3 @@ def test_checkpoint_subject_against_the_train_contract(tmp_path, monkeypatch, bp
         load_subject(str(run_dir), "hf", None)
     with pytest.raises(EvalError, match="not found"):
         load_subject(str(tmp_path / "missing"), None, None)
-    monkeypatch.delattr(ckpt, "load_params")
-    with pytest.raises(EvalError, match="load_params is not available"):
-        load_subject(str(run_dir), None, None)

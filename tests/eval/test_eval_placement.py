@@ -12,8 +12,8 @@ from bookft.eval.config import EvalConfig
 from bookft.eval.grid import grid_depths, grid_lengths
 from bookft.eval.haystack import build_haystack, split_sentences
 from bookft.eval.placement import build_sample
-from bookft.eval.tasks import make_task
 from bookft.eval.tokenizer import EvalTokenizer
+from bookft.needles import make_task
 
 
 @pytest.fixture(scope="module", params=["byte_bpe", "wordpiece"])

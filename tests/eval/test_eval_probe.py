@@ -13,7 +13,7 @@ from bookft.cli import app
 from bookft.eval.drivers import model_logits_fn
 from bookft.eval.probe import NeedleProbe, probe_hooks, probe_rows
 from bookft.train.config import load_run_config
-from bookft.train.setup import build_trainer
+from bookft.train.trainer import Trainer
 
 CONFIG = """
 name: p
@@ -50,7 +50,7 @@ def test_probe_on_live_sharded_params(tmp_path, corpus):
     cfg_file = tmp_path / "p.yaml"
     cfg_file.write_text(CONFIG.replace("CORPUS", str(corpus)))
     cfg = load_run_config(cfg_file)
-    trainer = build_trainer(cfg, run_dir=tmp_path / "run")
+    trainer = Trainer(cfg, run_dir=tmp_path / "run")
     hooks = probe_hooks(cfg)
     assert len(hooks) == 1 and hooks[0].every == 2
     result = trainer.run(hooks=hooks)

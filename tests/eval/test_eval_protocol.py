@@ -66,3 +66,18 @@ def test_cli_on_a_chat_model_folder(tmp_path):
     assert res["settings"]["scoring"] == ["generate"] and res["settings"]["chat_template"] is True
     assert res["summary"]["score"] == "generate" and set(res["cells"][0]["scores"]) == {"generate"}
     assert "output" in res["cells"][0]["per_seed"][0] and "teacher_forced" not in res["cells"][0]["per_seed"][0]
+
+
+def test_needle_spec_has_the_eval_task_knobs():
+    """The synthesizer builds its needles from NeedleSpec, the eval from EvalConfig: same knobs, same defaults."""
+    import dataclasses
+
+    from bookft.eval.config import EvalConfig
+    from bookft.needles import NeedleSpec, make_task
+
+    spec, ev = NeedleSpec(), EvalConfig()
+    for f in dataclasses.fields(NeedleSpec):
+        assert getattr(spec, f.name) == getattr(ev, f.name), f.name
+    a = make_task(NeedleSpec(value_digits=5, phrasing="short"), 3, 50.0)
+    b = make_task(EvalConfig(value_digits=5, phrasing="short"), 3, 50.0)
+    assert a == b

@@ -88,7 +88,7 @@ def test_logits_window_with_start(bpe):
     from bookft.eval.haystack import build_haystack
     from bookft.eval.placement import build_sample
     from bookft.eval.scoring import teacher_forced
-    from bookft.eval.tasks import make_task
+    from bookft.needles import make_task
 
     hay = build_haystack("essay", bpe, 0, 800)
     samples = [build_sample(make_task(EvalConfig(), 0, d), hay, bpe, 300, d) for d in (0.0, 100.0)]

@@ -9,12 +9,12 @@ import pytest
 
 from bookft.config import from_dict
 from bookft.eval.haystack import essay_sentences
-from bookft.eval.tasks import NIAH_INSTRUCTION
 from bookft.ingest import IngestConfig
-from bookft.ingest import retrieval as R
+from bookft.ingest import examples as R
 from bookft.ingest.text import jsonl_documents
 from bookft.ingest.tokencount import TokenCounter, Words
 from bookft.ingest.tokenize import encode_documents, train_bpe, units
+from bookft.needles import NIAH_INSTRUCTION
 
 CUT = re.compile(r"(?<=\S) (?=\S)")
 

@@ -6,8 +6,8 @@ import numpy as np
 import typer
 from typer.testing import CliRunner
 
+from bookft.commands.model import register
 from bookft.model import ModelConfig, forward_logits, init_model, load_hf, save_hf
-from bookft.model.commands import register
 
 CONFIG = ModelConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_layers=2, num_heads=2,
                      num_kv_heads=2, compute_dtype="float32", remat="none", tie_embeddings=True)

@@ -15,9 +15,9 @@ import typer  # noqa: E402
 from hf_tiny import make_hf_model, torch_logits  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
+from bookft.commands.model import register  # noqa: E402
 from bookft.errors import ModelError  # noqa: E402
 from bookft.model import forward_logits, importer, load_hf  # noqa: E402
-from bookft.model.commands import register  # noqa: E402
 from bookft.model.importer import import_model  # noqa: E402
 
 CHAT = "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"

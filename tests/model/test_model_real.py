@@ -31,9 +31,9 @@ pytest.importorskip("gguf")
 import typer  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
+from bookft.commands.model import register  # noqa: E402
 from bookft.errors import ModelError  # noqa: E402
 from bookft.model import ModelConfig, generate_greedy, load_hf  # noqa: E402
-from bookft.model.commands import register  # noqa: E402
 from bookft.model.importer import import_model  # noqa: E402
 
 GGUF = Path(_SPEC.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -88,8 +88,8 @@ def test_short_conv_round_trips_through_bookft_hf_folder_and_export_refuses(tmp_
     import pytest
 
     from bookft.errors import ModelError
-    from bookft.model.export import export_checkpoint
     from bookft.model.hf_io import load_hf, save_hf
+    from bookft.train.export import export_checkpoint
 
     cfg = ModelConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_heads=4, num_kv_heads=2,
                       compute_dtype="float32", remat="none", short_conv=4)

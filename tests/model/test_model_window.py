@@ -41,7 +41,7 @@ def test_windowed_model_blockwise_kernel_equals_reference_and_window_matters():
     pos = np.tile(np.arange(24, dtype=np.int32), (2, 1))
     seg = np.ones((2, 24), np.int32)
     ref = model(jnp.asarray(ids), jnp.asarray(pos), jnp.asarray(seg))  # dense reference attention
-    attend = make_attention("local", "xla", None, block_q=8, block_kv=8)
+    attend = make_attention("local", "xla", None, block_q=8, block_kv=8, load_balanced=True)
     got = model(jnp.asarray(ids), jnp.asarray(pos), jnp.asarray(seg), attend=attend)
     np.testing.assert_allclose(np.asarray(got), np.asarray(ref), rtol=1e-5, atol=1e-5)
     full = init_model(dataclasses.replace(CFG, sliding_window=0, layer_types=()), seed=1)
@@ -61,8 +61,8 @@ def test_windowed_greedy_decode_with_cache_equals_recompute():
 
 
 def test_window_keys_round_trip_through_hf_folder_and_export_refuses(tmp_path):
-    from bookft.model.export import export_checkpoint
     from bookft.model.hf_io import load_hf, save_hf
+    from bookft.train.export import export_checkpoint
 
     model = init_model(CFG, seed=0)
     save_hf(model, CFG, tmp_path / "hf")

@@ -4,7 +4,7 @@ import jax
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from bookft.parallel.distributed import to_host
+from bookft.host import to_host
 
 
 def test_to_host_of_a_sharded_array():

@@ -8,8 +8,8 @@ from bookft.attention.balance import unbalance
 from bookft.config import from_dict
 from bookft.errors import ConfigError
 from bookft.train.config import RunConfig
+from bookft.train.curriculum import stage_data, stage_len
 from bookft.train.data import Batches, shift_targets
-from bookft.train.loop import stage_data, stage_len
 from bookft.train.synthetic import MIN_DOC, copy_sequence
 
 

@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from bookft.cli import app
 from bookft.train.config import load_run_config
-from bookft.train.loop import losses_from_log
-from bookft.train.setup import build_trainer
+from bookft.train.rundir import losses_from_log
+from bookft.train.trainer import Trainer
 
 CONFIG = """
 name: g
@@ -62,15 +62,15 @@ def test_gated_stage_ends_and_resumes_exactly(tmp_path, corpus):
     cfg = load_run_config(f)
 
     probe = FakeProbe()
-    straight = build_trainer(cfg, run_dir=tmp_path / "a").run(hooks=[probe])
+    straight = Trainer(cfg, run_dir=tmp_path / "a").run(hooks=[probe])
     assert straight.curriculum_steps == [4, 4] and straight.step == 8  # the copy stage ended at step 4
     assert probe.calls == [2, 4, 6, 8]
     la = losses_from_log(tmp_path / "a")
     assert sorted(la) == list(range(1, 9))
 
-    first = build_trainer(cfg, run_dir=tmp_path / "b").run(hooks=[FakeProbe(preempt_at=6)])
+    first = Trainer(cfg, run_dir=tmp_path / "b").run(hooks=[FakeProbe(preempt_at=6)])
     assert first.interrupted and first.step == 6
-    again = build_trainer(cfg, run_dir=tmp_path / "b")
+    again = Trainer(cfg, run_dir=tmp_path / "b")
     assert again.start_step == 6 and [s.steps for s in again.cfg.train.curriculum] == [4, 4]
     rest = again.run(hooks=[FakeProbe()])
     assert rest.step == 8 and rest.curriculum_steps == [4, 4]

@@ -18,7 +18,8 @@ from bookft.cli import app
 from bookft.errors import AttentionError, ConfigError, TrainError
 from bookft.train.checkpoint import Checkpointer, restore_params
 from bookft.train.config import load_run_config
-from bookft.train.loop import losses_from_log, train
+from bookft.train.rundir import losses_from_log
+from bookft.train.trainer import train
 
 WORDS = ("the river carried old letters past the mill while the clerk counted seven barrels of salt "
          "and a quiet voice read the law of the harbour aloud to nobody in particular").split()
@@ -164,8 +165,8 @@ def test_export_of_a_training_checkpoint_loads_in_transformers(tmp_path, config_
     import transformers
 
     from bookft.model import forward_logits
-    from bookft.model.export import export_checkpoint
     from bookft.train.checkpoint import load_params
+    from bookft.train.export import export_checkpoint
 
     run = tmp_path / "e"
     train(load_run_config(config_file, ["train.steps=1"]), run_dir=run)

@@ -8,7 +8,7 @@ from bookft.config import from_dict
 from bookft.parallel.mesh import context_degree, make_mesh
 from bookft.train.config import RunConfig
 from bookft.train.data import FIELDS, Batches
-from bookft.train.setup import init_params, make_attend
+from bookft.train.program import build_program
 from bookft.train.step import StepSettings, batch_sharding, make_loss_and_grads
 
 SEQ = 64
@@ -45,8 +45,10 @@ def loss_and_grads(strategy, mesh_axes, grad_accum=1, **model):
     })
     n = int(np.prod(list(mesh_axes.values())))
     mesh = make_mesh(cfg.parallel, jax.devices()[:n])
-    attend, used = make_attend(cfg, mesh)
-    graphdef, _, _, params, frozen, _, _ = init_params(cfg, mesh, None)
+    program = build_program(cfg, mesh)
+    attend, used, graphdef = program.attend, program.strategy, program.graphdef
+    state, frozen = program.init_state()
+    params = state["params"]
     cp = context_degree(mesh)
     batches = Batches(PackedCorpus(), batch_size=2, seed=0, grad_accum=grad_accum,
                       load_balance_cp=cp if used != "local" and cp > 1 else 1)

@@ -2,60 +2,17 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-import bookft
 from bookft.config import load
 from bookft.errors import ConfigError
+from bookft.ingest.progress import RichProgress
 
 console = Console(stderr=True)
-
-
-def default_corpus_yaml() -> Path:
-    here = Path("corpora/sample.yaml")
-    if here.is_file():
-        return here
-    return Path(bookft.__file__).resolve().parents[1] / "corpora" / "sample.yaml"
-
-
-class RichProgress:
-    """Adapter from build_corpus's progress protocol to a rich Progress with rates."""
-
-    def __init__(self, console: Console) -> None:
-        self.p = Progress(TextColumn("[bold]{task.description:<15}"), BarColumn(), MofNCompleteColumn(),
-                          TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=console, transient=False)
-        self.task = None
-        self.t0 = 0.0
-        self.counters: dict[str, int] = {}
-
-    def start(self, phase: str, total: int | None = None, unit: str = "") -> None:
-        if self.task is None:
-            self.p.start()
-        self.task = self.p.add_task(phase, total=total, rate="")
-        self.t0 = time.perf_counter()
-        self.counters = {}
-
-    def advance(self, n: int = 1, **counters) -> None:
-        for k, v in counters.items():
-            self.counters[k] = self.counters.get(k, 0) + int(v)
-        dt = max(time.perf_counter() - self.t0, 1e-6)
-        rate = "  ".join(f"{v / dt:,.0f} {k}/s" for k, v in self.counters.items() if v)
-        self.p.update(self.task, advance=n, rate=rate)
-
-    def end(self) -> None:
-        if self.task is not None:
-            t = self.p.tasks[-1]
-            if t.total is None:
-                self.p.update(self.task, total=1, completed=1)
-
-    def stop(self) -> None:
-        self.p.stop()
 
 
 def summary_table(m: dict) -> Table:
@@ -96,8 +53,9 @@ def register(app: typer.Typer) -> None:
     def ingest(
         sources: list[str] = typer.Argument(None, help="Files or folders (PDF, EPUB, DOCX, code repository, "
                                             "legal archive/folder, JSONL, HTML, text). None: the built-in sample."),
-        out: str = typer.Option(None, "--out", "-o", help="Corpus directory (default from the corpus YAML)."),
-        corpus: Path = typer.Option(None, "--corpus", "-c", help="Corpus definition YAML (corpora/*.yaml)."),
+        out: str = typer.Option(None, "--corpus", "--out", "-o", help="Corpus directory to build (default from "
+                                "the definition); `--corpus` names a corpus directory in every command."),
+        definition: Path = typer.Option(None, "--definition", "-d", help="Corpus definition YAML (corpora/*.yaml)."),
         kind: str = typer.Option("auto", "--kind", help="auto|pdf|epub|docx|code|legal|jsonl|html|text for SOURCES."),
         tokenizer: str = typer.Option(None, "--tokenizer", help="tokenizer.json or HF model folder (local)."),
         seq_len: int = typer.Option(None, "--seq-len", help="Tokens per packed sequence."),
@@ -116,6 +74,7 @@ def register(app: typer.Typer) -> None:
         """Turn sources into a packed, versioned corpus (tokens in sequences of --seq-len)."""
         from bookft.ingest.build import build_corpus
         from bookft.ingest.config import IngestConfig
+        from bookft.ingest.sample import default_corpus_yaml
         from bookft.ingest.sources import KINDS
 
         if kind not in ("auto", *KINDS):
@@ -123,7 +82,7 @@ def register(app: typer.Typer) -> None:
         if pdf_password and not sources:
             console.print("[yellow]note[/]: --pdf-password (BOOKFT_PDF_PASSWORD) opens PDFs named on the command "
                           "line; a corpus YAML source names its own: pdf_password_env: NAME")
-        path = corpus if corpus is not None else (None if sources else default_corpus_yaml())
+        path = definition if definition is not None else (None if sources else default_corpus_yaml())
         overrides = list(set_)
         for key, val in (("out", out), ("tokenizer.path", tokenizer), ("packing.seq_len", seq_len),
                          ("tokenizer.vocab_size", vocab_size), ("packing.segments", segments),
@@ -137,7 +96,7 @@ def register(app: typer.Typer) -> None:
         progress = RichProgress(console)
         try:
             if cfg.retrieval.rate > 0:  # issue 9: plain corpus, then synthesized retrieval examples
-                from bookft.ingest.retrieval import build_with_retrieval
+                from bookft.ingest.examples import build_with_retrieval
 
                 m = build_with_retrieval(cfg, progress, sources=cli_sources)
             else:

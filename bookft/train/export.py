@@ -1,8 +1,9 @@
 """`bookft export`: a checkpoint (HF folder or train run directory) -> an HF folder.
 
 Design choices:
-- An HF folder (has config.json) is loaded with load_hf; anything else is handed to the train
-  engineer's hook `bookft.train.checkpoint.load_params(path) -> (model, run_config)`.
+- An HF folder (has config.json) is loaded with load_hf; anything else is a train run (or one of
+  its checkpoints), read by `bookft.train.checkpoint.load_params(path) -> (model, run_config)`.
+  It lives in train/, not model/: the model package knows nothing of train checkpoints.
 - LoRA is merged on save (save_hf); tokenizer files come from --tokenizer, else the source HF
   folder, else the run's `model.hf_path`.
 - The output folder must not already hold a model unless overwrite=True; it may not be the source.
@@ -30,10 +31,8 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, *, dtype: str | N
         model, config = load_hf(src)
         tokenizer_dir = tokenizer_dir or src
     else:
-        try:
-            from bookft.train.checkpoint import load_params
-        except ImportError as e:
-            raise ModelError(f"{src}: not an HF folder, and train checkpoints cannot be read here ({e})") from None
+        from bookft.train.checkpoint import load_params
+
         try:
             model, run_config = load_params(src)
         except BookftError:

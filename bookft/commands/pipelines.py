@@ -72,7 +72,7 @@ def register(app: typer.Typer) -> None:
         """Refresh a corpus: extract only what changed, validate, publish atomically, prune, post-steps.
 
         Exit codes: 0 ok/no change, 1 failed, 2 config error, 3 locked, 4 partial, 5 post-step failed."""
-        from bookft.ingest.commands import RichProgress
+        from bookft.ingest.progress import RichProgress
         from bookft.pipelines.runner import run_pipeline
 
         progress = None if as_json else RichProgress(console)

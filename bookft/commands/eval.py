@@ -42,7 +42,7 @@ def parse_floats(values: list[str] | None, flag: str) -> list[float] | None:
 
 @eval_app.command("niah")
 def niah(
-    checkpoint: str = typer.Option(None, "--checkpoint", help="training run directory (orbax checkpoints)"),
+    checkpoint: str = typer.Option(None, "--checkpoint", help="training run directory (default: runs/<config name>, where `bookft train` writes)"),
     model: str = typer.Option(None, "--model", help="Hugging Face model folder (config.json, safetensors)"),
     tokenizer: str = typer.Option(None, "--tokenizer", help="tokenizer.json or folder (default: the model's)"),
     task: str = typer.Option(None, "--task", help="niah | multikey | multivalue | multiquery | passkey | vartrack"),
@@ -58,8 +58,15 @@ def niah(
     progress: bool = typer.Option(True, "--progress/--no-progress"),
 ) -> None:
     """Score a needle-in-a-haystack grid and write results.json, heatmap.png, report.html."""
-    from bookft.eval.entry import evaluate
+    from bookft.eval.entry import default_run, evaluate
 
+    if not checkpoint and not model:  # after `bookft train` with the same (or the default) config: its run
+        run = default_run(config)
+        if run is None:
+            raise EvalError("give --checkpoint RUN_DIR or --model HF_DIR (no default run: runs/<config name> "
+                            "does not exist; `bookft train` writes it)")
+        Console().print(f"evaluating {run} (the run `bookft train` wrote for this config; --checkpoint to choose)")
+        checkpoint = str(run)
     flags = {
         "task": task, "lengths": parse_lengths(lengths), "depths": parse_floats(depths, "--depths"),
         "seeds": [int(s) for s in parse_floats(seeds, "--seeds")] if seeds else None,

@@ -1,4 +1,4 @@
-"""Synthesized long-range retrieval examples made from a corpus's own documents (issue 9).
+"""Training examples for long-range retrieval, synthesized from a corpus's own documents (issue 9).
 
 Long-context fine-tuning teaches a model to use the middle of its context when the data asks for
 it: a fact placed somewhere in a long text and asked about at the end, with the loss on the answer
@@ -6,7 +6,7 @@ it: a fact placed somewhere in a long text and asked about at the end, with the 
 writes such examples, using windows of the corpus's own documents as the text around the fact.
 
 Design choices:
-- Kinds: `magic_number` is the eval's NIAH needle and question verbatim (bookft.eval.tasks
+- Kinds: `magic_number` is the eval's NIAH needle and question verbatim (bookft.needles
   make_task, other seeds than the eval's), so `bookft eval niah` measures what training taught;
   `passage` asks to complete a sentence from earlier in a book; `signature` asks for the signature
   of a function after the code that defines it.
@@ -114,8 +114,7 @@ _TASK: dict = {}  # the last (value_digits, phrasing, seed) -> its eval task (re
 
 
 def _magic(rng, pool: _Pool, cfg: RetrievalConfig, seed: int):
-    from bookft.eval.config import EvalConfig
-    from bookft.eval.tasks import make_task
+    from bookft.needles import NeedleSpec, make_task
 
     depth_percent = float(rng.uniform(0, 100))
     if cfg.edge_depth and rng.random() < cfg.edge_depth:  # retrieval.edge_depth (no draw when 0)
@@ -123,7 +122,7 @@ def _magic(rng, pool: _Pool, cfg: RetrievalConfig, seed: int):
     key = (cfg.value_digits, cfg.phrasing, seed)
     task = _TASK.get(key)
     if task is None:  # the task depends on the seed only; the depth is just passed through
-        settings = EvalConfig(task="niah", value_digits=cfg.value_digits, phrasing=cfg.phrasing)
+        settings = NeedleSpec(task="niah", value_digits=cfg.value_digits, phrasing=cfg.phrasing)
         task = make_task(settings, seed, depth_percent)
         _TASK.clear()
         _TASK[key] = task

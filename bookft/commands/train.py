@@ -1,4 +1,4 @@
-"""`bookft train`: thin CLI over bookft.train.loop.train."""
+"""`bookft train`: thin CLI over bookft.train.trainer.train, with the eval probe attached as a hook."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def train_command(
     model: Annotated[Path | None, typer.Option(help="Hugging Face model folder to fine-tune.")] = None,
     run_dir: Annotated[Path | None, typer.Option(help="Run directory (default runs/<name>); resumes if it has checkpoints.")] = None,
     steps: Annotated[int | None, typer.Option(help="Total optimizer steps (larger than before = continue).")] = None,
-    strategy: Annotated[str | None, typer.Option(help="allgather | ulysses | ring | usp | local")] = None,
+    strategy: Annotated[str | None, typer.Option(help="auto | allgather | ulysses | ring | usp | local (auto: chosen from heads, KV heads and the context degree, and said why)")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config key: a.b=value (repeatable).")] = None,
 ) -> None:
     """Fine-tune a model on a corpus (default: the tiny CPU preset on the sample corpus, ring over 4 devices)."""
@@ -33,16 +33,21 @@ def train_command(
     if strategy:
         overrides.append(f"attention.strategy={strategy}")
     cfg = load_run_config(config, overrides)
+    from bookft.train.program import resolve_model_config
+
+    cfg = resolve_model_config(cfg, model)  # --model: the loaded folder's shape, which is what trains
     run = run_dir or Path("runs") / cfg.name
     console = Console()
+    source = f" from {cfg.model.hf_path}" if cfg.model.hf_path else ""
     console.print(f"[bold]bookft train[/] {cfg.name}: model {cfg.model.model_type} "
-                  f"{cfg.model.num_layers}x{cfg.model.hidden_size}, attention {cfg.attention.strategy}/"
+                  f"{cfg.model.num_layers}x{cfg.model.hidden_size}{source}, attention {cfg.attention.strategy}/"
                   f"{cfg.attention.kernel}, mesh {cfg.parallel.mesh}, corpus {cfg.data.corpus}, run dir {run}")
     from bookft.eval.probe import probe_hooks  # the command layer composes train and eval
-    from bookft.train.loop import train
+    from bookft.train.trainer import train
 
     with TrainProgress(console, cfg.train.steps) as progress:
-        result = train(cfg, run_dir=run, model_path=model, progress=progress.update, hooks=probe_hooks(cfg))
+        result = train(cfg, run_dir=run, model_path=model, progress=progress.update, hooks=probe_hooks(cfg),
+                       announce=lambda why: console.print(f"[cyan]attention[/]: {why}"))
     if result.interrupted:
         console.print(f"[yellow]stopped by signal at step {result.step}; checkpoint saved in {run}/checkpoints")
         raise typer.Exit(143)

@@ -1,4 +1,9 @@
-"""Retrieval tasks: single-needle NIAH and the RULER-style variants, as text.
+"""Needle tasks: single-needle NIAH and the RULER-style variants, as text.
+
+Shared by the example synthesizer (bookft/ingest/examples.py: training examples whose needle and
+question are the eval's verbatim) and by the eval (bookft/eval/runner.py), so it sits below both:
+ingest never imports eval. `make_task(spec, seed, depth)` takes any object with NeedleSpec's
+fields; EvalConfig has them all (same names and defaults, tests/eval/test_eval_protocol.py).
 
 Design choices:
 - A task instance is pure text: needles (each with a depth as a fraction of the haystack), a
@@ -25,7 +30,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bookft.errors import EvalError
-from bookft.eval.config import EvalConfig
 
 _ADJ = ("silver", "quiet", "amber", "hollow", "bright", "crimson", "gentle", "rapid", "frozen", "golden",
         "hidden", "lucky", "ancient", "bitter", "curious", "distant", "eager", "fancy", "glossy", "humble")
@@ -37,6 +41,19 @@ NIAH_INSTRUCTION = ("Some special magic numbers are hidden within the following 
 PASSKEY_INSTRUCTION = ("There is an important info hidden inside a lot of irrelevant text. Find it and "
                        "memorize it. I will quiz you about the important information there.\n")
 VT_INSTRUCTION = ("Memorize and track the chain(s) of variable assignment hidden in the following text.\n")
+
+
+@dataclass(frozen=True, kw_only=True)
+class NeedleSpec:
+    """What a task instance depends on (EvalConfig's task knobs, same names and defaults)."""
+
+    task: str = "niah"
+    num_distractors: int = 3  # multikey: other keys in the haystack
+    num_values: int = 4  # multivalue: values under the same key
+    num_queries: int = 2  # multiquery: keys asked at once
+    num_hops: int = 4  # vartrack: assignments after the first
+    value_digits: int = 7
+    phrasing: str = "ruler"  # niah/multikey wording: ruler | short
 
 
 @dataclass
@@ -83,7 +100,7 @@ def _magic(key: str, value: str) -> str:
     return f"One of the special magic numbers for {key} is: {value}."
 
 
-def _niah(cfg: EvalConfig, seed: int, depth: float, distractors: int) -> TaskInstance:
+def _niah(cfg: NeedleSpec, seed: int, depth: float, distractors: int) -> TaskInstance:
     rng = _rng(seed, "niah")
     keys = _keys(rng, 1 + distractors)
     values = _values(rng, 1 + distractors, cfg.value_digits)
@@ -104,7 +121,7 @@ def _niah(cfg: EvalConfig, seed: int, depth: float, distractors: int) -> TaskIns
         question=question, answer_prefix=prefix, answer=f" {values[0]}", references=[values[0]], target=0)
 
 
-def _multivalue(cfg: EvalConfig, seed: int, depth: float) -> TaskInstance:
+def _multivalue(cfg: NeedleSpec, seed: int, depth: float) -> TaskInstance:
     rng = _rng(seed, "multivalue")
     key = _keys(rng, 1)[0]
     values = _values(rng, cfg.num_values, cfg.value_digits)
@@ -118,7 +135,7 @@ def _multivalue(cfg: EvalConfig, seed: int, depth: float) -> TaskInstance:
         answer=" " + ", ".join(values[i] for i in order), references=list(values), target=0)
 
 
-def _multiquery(cfg: EvalConfig, seed: int, depth: float) -> TaskInstance:
+def _multiquery(cfg: NeedleSpec, seed: int, depth: float) -> TaskInstance:
     rng = _rng(seed, "multiquery")
     keys = _keys(rng, cfg.num_queries)
     values = _values(rng, cfg.num_queries, cfg.value_digits)
@@ -132,7 +149,7 @@ def _multiquery(cfg: EvalConfig, seed: int, depth: float) -> TaskInstance:
         answer=" " + ", ".join(values), references=list(values), target=0)
 
 
-def _passkey(cfg: EvalConfig, seed: int, depth: float) -> TaskInstance:
+def _passkey(cfg: NeedleSpec, seed: int, depth: float) -> TaskInstance:
     value = _values(_rng(seed, "passkey"), 1, cfg.value_digits)[0]
     return TaskInstance(
         task="passkey", instruction=PASSKEY_INSTRUCTION,
@@ -151,7 +168,7 @@ def _var_names(rng: np.random.Generator, n: int) -> list[str]:
     return out
 
 
-def _vartrack(cfg: EvalConfig, seed: int, depth: float) -> TaskInstance:
+def _vartrack(cfg: NeedleSpec, seed: int, depth: float) -> TaskInstance:
     rng = _rng(seed, "vartrack")
     names = _var_names(rng, cfg.num_hops + 1)
     value = _values(rng, 1, cfg.value_digits)[0]
@@ -177,7 +194,7 @@ TASKS = {
 }
 
 
-def make_task(cfg: EvalConfig, seed: int, depth_percent: float) -> TaskInstance:
+def make_task(cfg: NeedleSpec, seed: int, depth_percent: float) -> TaskInstance:
     try:
         build = TASKS[cfg.task]
     except KeyError:

@@ -1,4 +1,4 @@
-"""`bookft export` and `bookft import`: thin CLI over bookft.model.export and bookft.model.importer."""
+"""`bookft export` and `bookft import`: thin CLI over bookft.train.export and bookft.model.importer."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def export_command(
     from rich.console import Console
 
     from bookft.errors import ModelError
-    from bookft.model.export import export_checkpoint
+    from bookft.train.export import export_checkpoint
 
     if dtype not in (None, "float32", "bfloat16"):
         raise ModelError(f"--dtype {dtype!r}: expected float32 or bfloat16")

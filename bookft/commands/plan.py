@@ -14,8 +14,8 @@ from bookft.errors import PlanError
 def plan_command(
     topology: Annotated[str, typer.Option("--topology", "-t", help="TPU slice: v5p:4x4x4 or v5p-128 (also v4, v5e, v6e, v7).")],
     config: Annotated[Path | None, typer.Option("--config", "-c", help="Run config YAML (default configs/tiny-cpu.yaml).")] = None,
-    seq_len: Annotated[int | None, typer.Option(help="Tokens per sequence (default: data.seq_len, or 1,048,576).")] = None,
-    strategy: Annotated[str, typer.Option(help="ring | usp | allgather | ulysses | local | all")] = "",
+    seq_len: Annotated[int | None, typer.Option(help="Tokens per sequence (default: the preset's data.seq_len, else 1,048,576).")] = None,
+    strategy: Annotated[str, typer.Option(help="ring | usp | allgather | ulysses | local | auto | all")] = "",
     remat: Annotated[str, typer.Option(help="full | offload_input | offload | save_dots | none | all")] = "",
     max_seq_len: Annotated[bool, typer.Option("--max-seq-len", help="Search the longest sequence that fits, per strategy.")] = False,
     measure: Annotated[bool, typer.Option("--measure", help="On a TPU host: also run a few real steps and time them.")] = False,
@@ -37,6 +37,18 @@ def plan_command(
     remats = REMATS if remat == "all" else ((remat,) if remat else (cfg.model.remat,))
     n = seq_len or cfg.data.seq_len or 1_048_576
     console = Console(stderr=as_json)
+    where = "--seq-len" if seq_len else ("data.seq_len of " + str(config or "the default config")
+                                         if cfg.data.seq_len else "no data.seq_len in the config: the 1M default")
+    console.print(f"planning {n:,} tokens per sequence ({where})")
+    if "auto" in strategies:
+        from bookft.attention.resolution import auto_strategy
+        from bookft.parallel.mesh import resolve_axis_sizes
+
+        sizes = resolve_axis_sizes(cfg.parallel.mesh, topo.n_devices)
+        chosen, why = auto_strategy(sizes.get("context", 1) * sizes.get("context_ulysses", 1), cfg.model.num_heads,
+                                    cfg.model.num_kv_heads, "splash")
+        console.print(f"attention: {why}")
+        strategies = tuple(chosen if s == "auto" else s for s in strategies)
     if max_seq_len:
         rows = {}
         for s in strategies:
