@@ -169,10 +169,9 @@ KINDS = {"magic_number": _magic, "passage": _passage, "signature": _signature}
 def _more_magic(rng, cfg: RetrievalConfig, seed: int, first_question: str, n: int):
     """n more magic-number facts for one example (retrieval.needles): (needle, depth, post, answer)
     each, keys distinct from the first one's and from each other (seeds far from every example's)."""
-    from bookft.eval.config import EvalConfig
-    from bookft.eval.tasks import make_task
+    from bookft.needles import NeedleSpec, make_task
 
-    settings = EvalConfig(task="niah", value_digits=cfg.value_digits, phrasing=cfg.phrasing)
+    settings = NeedleSpec(task="niah", value_digits=cfg.value_digits, phrasing=cfg.phrasing)
     out, seen, t = [], {first_question}, 0
     while len(out) < n and t < 16 * n:
         t += 1
