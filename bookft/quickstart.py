@@ -72,7 +72,7 @@ def run_quickstart(*, corpus_yaml: str | Path | None = None, config: str | Path 
     bar = RichProgress(console) if progress else None
     try:
         if icfg.retrieval.rate > 0:
-            from bookft.ingest.examples import build_with_retrieval
+            from bookft.ingest.example_build import build_with_retrieval
 
             manifest = build_with_retrieval(icfg, bar)
         else:

@@ -96,7 +96,7 @@ def register(app: typer.Typer) -> None:
         progress = RichProgress(console)
         try:
             if cfg.retrieval.rate > 0:  # issue 9: plain corpus, then synthesized retrieval examples
-                from bookft.ingest.examples import build_with_retrieval
+                from bookft.ingest.example_build import build_with_retrieval
 
                 m = build_with_retrieval(cfg, progress, sources=cli_sources)
             else:

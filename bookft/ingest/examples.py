@@ -24,27 +24,24 @@ Design choices:
   distances (what lets a tiny model find the copy at all in its first stage); `ask_from` keeps
   them in the last part of the span after the fact, so the first one still asks from far away.
 - The answers' token spans travel in the JSON line (`bookft_retrieval`: length, spans), and
-  `loss_weights_fn` turns it into per-token weights (answer_weight on the answer, context_weight on
-  the rest) through build_corpus's loss_weights hook.
+  `loss_weights_fn` (bookft.ingest.example_build) turns it into per-token weights (answer_weight on
+  the answer, context_weight on the rest) through build_corpus's loss_weights hook.
+- This module makes one example; bookft.ingest.example_writer writes sequences of them to files in
+  a worker pool, and bookft.ingest.example_build wraps the corpus build around them.
 - Deterministic: everything is drawn from numpy generators seeded by (seed, sequence index).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
-from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from bookft.errors import IngestError
-from bookft.ingest.config import ExtractConfig, LimitsConfig
 from bookft.ingest.documents import clean_text
 from bookft.ingest.retrieval_config import RetrievalConfig
-from bookft.ingest.text import COLLECTION_FIELD
-from bookft.ingest.tokencount import TokenCounter, Words, counter
+from bookft.ingest.tokencount import Words, counter
 
 MARK = "bookft_retrieval"  # JSON field (document meta) holding the answer's [start, end) characters
 PASSAGE_INSTRUCTION = ("Read the following text carefully. I will ask you to complete one of its "
@@ -236,7 +233,8 @@ def build_example(tok, rng, pool: _Pool, cfg: RetrievalConfig, kind: str, length
         at = []
         for d, text_ in placed:
             m = int(np.searchsorted(counts[:k], d * counts[k - 1]))
-            near = [j for j in range(max(1, m - 12), min(k, m + 12)) if w.word(j - 1).rstrip().endswith((".", "!", "?"))]
+            near = [j for j in range(max(1, m - 12), min(k, m + 12))
+                    if w.word(j - 1).rstrip().endswith((".", "!", "?"))]
             at.append((min(near, key=lambda j: abs(j - m)) if near and 0 < m < k else m, text_))
         at.sort(key=lambda x: x[0])
         m = at[-1][0]
@@ -309,206 +307,3 @@ def _top_up(tok, text: str, n: int, spans: list, budget: int, tail: int, words: 
             text, n, at = cand, m, at + len(w)
             spans = [(a + len(w), b + len(w)) if a >= at - len(w) else (a, b) for a, b in spans]
     return text, n, spans
-
-
-@dataclass(frozen=True)
-class BuildCache:
-    """The caches of the build that will ingest the synthesized files (its corpus directory, extraction
-    settings, tokenizer fingerprint, EOS appended or not). The synthesizer fills them for each file
-    it writes, the same entries the build's extraction and tokenizer would make (same functions; the
-    tokens from the encodings it measured with), so the build reads the examples from its caches."""
-
-    root: str
-    extract: ExtractConfig
-    limits: LimitsConfig
-    fingerprint: str
-    eos_id: int | None
-
-
-_WORKER: dict = {}
-
-
-def _init_worker(docs, tok_json, cfg, seq_len, out_dir, n_sequences, per_file, cache) -> None:
-    from tokenizers import Tokenizer
-
-    _WORKER.update(pool=_Pool(docs), tok=TokenCounter(Tokenizer.from_str(tok_json)), cfg=cfg, seq_len=seq_len,
-                   out=Path(out_dir), n=n_sequences, per_file=per_file, cache=cache)
-
-
-def _fill_cache(bc: BuildCache, path: Path, tok: TokenCounter) -> None:
-    """Extraction and token cache entries for the synthesized file `path`, as build_corpus makes them."""
-    from bookft.ingest.cache import SourceCache, write_extract
-    from bookft.ingest.sources import content_hash, extract, job_key, resolve_sources
-    from bookft.ingest.tokenize import encode_source
-
-    jobs, bad = resolve_sources([(str(path), "jsonl", path.stem)], bc.extract, bc.limits)
-    if bad or len(jobs) != 1:
-        return  # the build will report it
-    h = content_hash(jobs[0])
-    key = job_key(jobs[0], h)
-    res = extract(jobs[0])
-    res.hash = h
-    cache = SourceCache(Path(bc.root))
-    write_extract(cache.root, key, res)
-    if res.documents:
-        cache.save_tokens(bc.fingerprint, key + ("" if bc.eos_id is not None else "-noeos"),
-                          *encode_source(tok, (d.text for d in res.documents), bc.eos_id))
-
-
-def _sequence(i: int) -> tuple[list[dict], dict]:
-    """Sequence i: examples of one length (drawn from (seed, i)) filling seq_len tokens, as JSON
-    rows of one collection, and their counts."""
-    pool, tok, cfg, seq_len = _WORKER["pool"], _WORKER["tok"], _WORKER["cfg"], _WORKER["seq_len"]
-    lshare = np.asarray(cfg.length_shares or [1.0] * len(cfg.lengths), dtype=np.float64)
-    kshare = np.asarray(cfg.kind_shares or [1.0] * len(cfg.kinds), dtype=np.float64)
-    rng = np.random.default_rng([cfg.seed, 9, i])
-    li = int(rng.choice(len(cfg.lengths), p=lshare / lshare.sum()))
-    length, needles = int(cfg.lengths[li]), (int(cfg.needles[li]) if cfg.needles else 1)
-    rows, used, kinds, answer = [], 0, [], 0
-    for j in range(seq_len // length):
-        kind = str(cfg.kinds[int(rng.choice(len(cfg.kinds), p=kshare / kshare.sum()))])
-        ex = None
-        for _ in range(5):
-            # the room up to the next multiple of `length`, so a short example never shifts the next one
-            ex = build_example(tok, rng, pool, cfg, kind, (j + 1) * length - used,
-                               100_000 + cfg.seed * 1_000_003 + i * 64 + j, needles)
-            if ex is not None:
-                break
-        if ex is None:
-            continue
-        text, answers, n = ex
-        used += n + 1
-        kinds.append(kind)
-        answer += sum(a1 - a0 for a0, a1 in answers)
-        rows.append({"text": text, "title": f"retrieval {kind} {length}", MARK: json.dumps([n, answers]),
-                     "retrieval_kind": kind, "retrieval_length": length, COLLECTION_FIELD: f"retrieval-{i:05d}"})
-    return rows, {"length": length, "kinds": kinds, "answer_tokens": answer, "short_tokens": seq_len - used}
-
-
-def _write_file(f: int) -> list[dict]:
-    """File f: the rows of sequences f * per_file, ... (each its own collection); their counts."""
-    lo = f * _WORKER["per_file"]
-    lines, out = [], []
-    _WORKER["tok"].clear()  # the memo holds this file's encodings (for its token cache entry)
-    for i in range(lo, min(lo + _WORKER["per_file"], _WORKER["n"])):
-        rows, counts = _sequence(i)
-        lines += [json.dumps(r) + "\n" for r in rows]
-        out.append(counts)
-    path = _WORKER["out"] / f"retrieval-{f:05d}.jsonl"
-    path.write_text("".join(lines))
-    if _WORKER["cache"] is not None:
-        _fill_cache(_WORKER["cache"], path, _WORKER["tok"])
-    return out
-
-
-def synthesize(docs: list[dict], tok, cfg: RetrievalConfig, seq_len: int, n_sequences: int,
-               out_dir: str | Path, progress=None, workers: int = 0, per_file: int = 1,
-               cache: BuildCache | None = None) -> dict:
-    """Write `n_sequences` sequences of seq_len tokens of examples into out_dir, `per_file` to a
-    JSON Lines file (each sequence's rows name their own collection, `retrieval-NNNNN`), in
-    `workers` processes (0 = here); return counts. The rows depend on (cfg.seed, i) only, not on
-    workers or per_file. With `cache`, also fill that build's caches for every file."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    for old in out.glob("retrieval-*.jsonl"):
-        old.unlink()
-    bad = [n for n in cfg.lengths if seq_len % n]
-    if bad:
-        raise IngestError(f"retrieval.lengths {bad} must divide packing.seq_len {seq_len}")
-    if per_file < 1:
-        raise IngestError(f"synthesize: per_file must be >= 1, got {per_file}")
-    n_files = -(-n_sequences // per_file)
-    counts = {"files": n_files, "sequences": 0, "examples": 0, "answer_tokens": 0, "short_tokens": 0,
-              "per_length": {str(n): 0 for n in cfg.lengths}, "per_kind": {k: 0 for k in cfg.kinds}}
-    init = (docs, tok.to_str(), cfg, seq_len, str(out), n_sequences, per_file, cache)
-
-    def add(rs: list[dict]) -> None:
-        for r in rs:
-            counts["sequences"] += 1
-            counts["examples"] += len(r["kinds"])
-            counts["answer_tokens"] += r["answer_tokens"]
-            counts["short_tokens"] += r["short_tokens"]
-            counts["per_length"][str(r["length"])] += 1
-            for k in r["kinds"]:
-                counts["per_kind"][k] += 1
-        if progress is not None:
-            progress.advance(len(rs), examples=sum(len(r["kinds"]) for r in rs))
-
-    if workers <= 1 or n_files < 2:
-        _init_worker(*init)
-        for f in range(n_files):
-            add(_write_file(f))
-        return counts
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    ctx = multiprocessing.get_context("fork")  # the documents are shared, not pickled per task
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
-                             initargs=init) as ex:
-        for r in ex.map(_write_file, range(n_files), chunksize=max(1, 8 // per_file)):
-            add(r)
-    return counts
-
-
-def loss_weights_fn(tok, cfg: RetrievalConfig):
-    """build_corpus's hook: weights for synthesized examples, corpus_weight for other documents."""
-
-    def weights(document, ids: np.ndarray):
-        mark = (document.meta or {}).get(MARK)
-        if mark is None:
-            return None if cfg.corpus_weight == 1.0 else np.full(len(ids), cfg.corpus_weight, np.float32)
-        n, answers = json.loads(mark)  # n tokens (EOS not counted), answers [[a0, a1), ...]
-        if len(ids) not in (n, n + 1):
-            raise IngestError(f"{document.source}: {len(ids)} tokens, but the synthesized example was "
-                              f"measured at {n}; was it ingested with another tokenizer?")
-        w = np.full(len(ids), cfg.context_weight, np.float32)
-        for a0, a1 in answers:
-            w[a0:a1] = cfg.answer_weight
-        return w
-
-    return weights
-
-
-def build_with_retrieval(cfg, progress=None, *, sources=None) -> dict:
-    """`bookft ingest` with cfg.retrieval.rate > 0: the plain corpus first (its documents and
-    tokenizer are the material), then the published version with the synthesized examples added
-    (same tokenizer, so every cached source keeps its tokens). Returns the final manifest with a
-    `retrieval` summary (also written to the version's retrieval.json)."""
-    from dataclasses import replace
-
-    import datasets
-
-    from bookft.ingest.build import build_corpus
-    from bookft.ingest.tokenize import load_tokenizer
-
-    r = cfg.retrieval
-    sources = list(sources or [])
-    plain = build_corpus(cfg, progress, sources=sources)
-    vdir = Path(plain["path"])
-    tok = load_tokenizer(vdir / "tokenizer" / "tokenizer.json")
-    docs = datasets.load_from_disk(str(vdir / "documents")).select_columns(["text", "kind"]).to_list()
-    n_plain = int(plain["counts"]["sequences"])
-    n_synth = max(1, round(n_plain * r.rate / (1.0 - r.rate)))
-    synth_dir = Path(cfg.out) / "retrieval-sources"
-    if progress is not None:
-        progress.start("synthesize", n_synth, "sequences")
-    # a few files per worker, each holding many sequences (one collection each, named in its rows):
-    # the build's work per source (extract job, caches, encoder call) is paid per file, not per sequence
-    per_file = max(1, -(-n_synth // (16 * max(1, cfg.workers))))
-    t = plain["tokenizer"]
-    bc = BuildCache(root=str(cfg.out), extract=cfg.extract, limits=cfg.limits, fingerprint=t["fingerprint"],
-                    eos_id=t["eos_id"] if t["eos_appended"] else None)
-    counts = synthesize(docs, tok, r, cfg.packing.seq_len, n_synth, synth_dir, progress, cfg.workers, per_file, bc)
-    if progress is not None:
-        progress.end()
-    cfg2 = replace(cfg, tokenizer=replace(cfg.tokenizer, retrain=False))  # reuses the plain version's BPE
-    files = sorted(synth_dir.glob("retrieval-*.jsonl"))  # one collection per sequence: one whole sequence
-    final = build_corpus(cfg2, progress, sources=sources + [(str(f), "jsonl", f.stem) for f in files],
-                         loss_weights=loss_weights_fn(tok, r))
-    summary = {"plain_version": plain["version"], "plain_sequences": n_plain, "synthesized_sequences": n_synth,
-               **counts, "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(r).items()}}
-    tmp = Path(final["path"]) / ".retrieval.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=1))
-    tmp.replace(Path(final["path"]) / "retrieval.json")
-    final["retrieval"] = summary
-    return final

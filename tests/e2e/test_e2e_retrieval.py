@@ -9,13 +9,13 @@ from bookft.config import from_dict
 from bookft.errors import ConfigError, IngestError
 from bookft.eval.haystack import essay_sentences
 from bookft.ingest.documents import Document
+from bookft.ingest.example_build import loss_weights_fn
+from bookft.ingest.example_writer import synthesize
 from bookft.ingest.examples import (
     MARK,
     _Pool,
     build_example,
     count_tokens,
-    loss_weights_fn,
-    synthesize,
     token_char_spans,
 )
 from bookft.ingest.retrieval_config import RetrievalConfig

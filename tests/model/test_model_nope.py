@@ -56,8 +56,8 @@ def test_nope_greedy_decode_with_cache_equals_recompute():
 
 def test_nope_key_round_trips_through_hf_folder_and_export_refuses(tmp_path):
     from bookft.config import from_dict
-    from bookft.train.export import export_checkpoint
     from bookft.model.hf_io import load_hf, save_hf
+    from bookft.train.export import export_checkpoint
 
     model = init_model(CFG, seed=0)
     save_hf(model, CFG, tmp_path / "hf")

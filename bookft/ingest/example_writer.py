@@ -1,0 +1,166 @@
+"""Sequences of synthesized training examples (bookft.ingest.examples) written to JSON Lines files
+by a pool of worker processes, with the build's caches filled for each file.
+
+Design choices:
+- A sequence holds examples of one length filling seq_len tokens, drawn from (seed, sequence index)
+  alone, so the files do not depend on the number of workers or on how many sequences go to a file.
+- Each sequence's rows name their own collection (`retrieval-NNNNN`), so the packer places it
+  alone at offset 0 and a curriculum row of the example length holds whole examples only.
+- The workers fork (the corpus documents are shared, not pickled per task); each fills the
+  extraction and token cache entries the build would make for its file (BuildCache), so the build
+  that ingests the files reads them from its caches.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from bookft.errors import IngestError
+from bookft.ingest.config import ExtractConfig, LimitsConfig
+from bookft.ingest.examples import MARK, _Pool, build_example
+from bookft.ingest.retrieval_config import RetrievalConfig
+from bookft.ingest.text import COLLECTION_FIELD
+from bookft.ingest.tokencount import TokenCounter
+
+
+@dataclass(frozen=True)
+class BuildCache:
+    """The caches of the build that will ingest the synthesized files (its corpus directory, extraction
+    settings, tokenizer fingerprint, EOS appended or not). The synthesizer fills them for each file
+    it writes, the same entries the build's extraction and tokenizer would make (same functions; the
+    tokens from the encodings it measured with), so the build reads the examples from its caches."""
+
+    root: str
+    extract: ExtractConfig
+    limits: LimitsConfig
+    fingerprint: str
+    eos_id: int | None
+
+
+_WORKER: dict = {}
+
+
+def _init_worker(docs, tok_json, cfg, seq_len, out_dir, n_sequences, per_file, cache) -> None:
+    from tokenizers import Tokenizer
+
+    _WORKER.update(pool=_Pool(docs), tok=TokenCounter(Tokenizer.from_str(tok_json)), cfg=cfg, seq_len=seq_len,
+                   out=Path(out_dir), n=n_sequences, per_file=per_file, cache=cache)
+
+
+def _fill_cache(bc: BuildCache, path: Path, tok: TokenCounter) -> None:
+    """Extraction and token cache entries for the synthesized file `path`, as build_corpus makes them."""
+    from bookft.ingest.cache import SourceCache, write_extract
+    from bookft.ingest.sources import content_hash, extract, job_key, resolve_sources
+    from bookft.ingest.tokenize import encode_source
+
+    jobs, bad = resolve_sources([(str(path), "jsonl", path.stem)], bc.extract, bc.limits)
+    if bad or len(jobs) != 1:
+        return  # the build will report it
+    h = content_hash(jobs[0])
+    key = job_key(jobs[0], h)
+    res = extract(jobs[0])
+    res.hash = h
+    cache = SourceCache(Path(bc.root))
+    write_extract(cache.root, key, res)
+    if res.documents:
+        cache.save_tokens(bc.fingerprint, key + ("" if bc.eos_id is not None else "-noeos"),
+                          *encode_source(tok, (d.text for d in res.documents), bc.eos_id))
+
+
+def _sequence(i: int) -> tuple[list[dict], dict]:
+    """Sequence i: examples of one length (drawn from (seed, i)) filling seq_len tokens, as JSON
+    rows of one collection, and their counts."""
+    pool, tok, cfg, seq_len = _WORKER["pool"], _WORKER["tok"], _WORKER["cfg"], _WORKER["seq_len"]
+    lshare = np.asarray(cfg.length_shares or [1.0] * len(cfg.lengths), dtype=np.float64)
+    kshare = np.asarray(cfg.kind_shares or [1.0] * len(cfg.kinds), dtype=np.float64)
+    rng = np.random.default_rng([cfg.seed, 9, i])
+    li = int(rng.choice(len(cfg.lengths), p=lshare / lshare.sum()))
+    length, needles = int(cfg.lengths[li]), (int(cfg.needles[li]) if cfg.needles else 1)
+    rows, used, kinds, answer = [], 0, [], 0
+    for j in range(seq_len // length):
+        kind = str(cfg.kinds[int(rng.choice(len(cfg.kinds), p=kshare / kshare.sum()))])
+        ex = None
+        for _ in range(5):
+            # the room up to the next multiple of `length`, so a short example never shifts the next one
+            ex = build_example(tok, rng, pool, cfg, kind, (j + 1) * length - used,
+                               100_000 + cfg.seed * 1_000_003 + i * 64 + j, needles)
+            if ex is not None:
+                break
+        if ex is None:
+            continue
+        text, answers, n = ex
+        used += n + 1
+        kinds.append(kind)
+        answer += sum(a1 - a0 for a0, a1 in answers)
+        rows.append({"text": text, "title": f"retrieval {kind} {length}", MARK: json.dumps([n, answers]),
+                     "retrieval_kind": kind, "retrieval_length": length, COLLECTION_FIELD: f"retrieval-{i:05d}"})
+    return rows, {"length": length, "kinds": kinds, "answer_tokens": answer, "short_tokens": seq_len - used}
+
+
+def _write_file(f: int) -> list[dict]:
+    """File f: the rows of sequences f * per_file, ... (each its own collection); their counts."""
+    lo = f * _WORKER["per_file"]
+    lines, out = [], []
+    _WORKER["tok"].clear()  # the memo holds this file's encodings (for its token cache entry)
+    for i in range(lo, min(lo + _WORKER["per_file"], _WORKER["n"])):
+        rows, counts = _sequence(i)
+        lines += [json.dumps(r) + "\n" for r in rows]
+        out.append(counts)
+    path = _WORKER["out"] / f"retrieval-{f:05d}.jsonl"
+    path.write_text("".join(lines))
+    if _WORKER["cache"] is not None:
+        _fill_cache(_WORKER["cache"], path, _WORKER["tok"])
+    return out
+
+
+def synthesize(docs: list[dict], tok, cfg: RetrievalConfig, seq_len: int, n_sequences: int,
+               out_dir: str | Path, progress=None, workers: int = 0, per_file: int = 1,
+               cache: BuildCache | None = None) -> dict:
+    """Write `n_sequences` sequences of seq_len tokens of examples into out_dir, `per_file` to a
+    JSON Lines file (each sequence's rows name their own collection, `retrieval-NNNNN`), in
+    `workers` processes (0 = here); return counts. The rows depend on (cfg.seed, i) only, not on
+    workers or per_file. With `cache`, also fill that build's caches for every file."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("retrieval-*.jsonl"):
+        old.unlink()
+    bad = [n for n in cfg.lengths if seq_len % n]
+    if bad:
+        raise IngestError(f"retrieval.lengths {bad} must divide packing.seq_len {seq_len}")
+    if per_file < 1:
+        raise IngestError(f"synthesize: per_file must be >= 1, got {per_file}")
+    n_files = -(-n_sequences // per_file)
+    counts = {"files": n_files, "sequences": 0, "examples": 0, "answer_tokens": 0, "short_tokens": 0,
+              "per_length": {str(n): 0 for n in cfg.lengths}, "per_kind": {k: 0 for k in cfg.kinds}}
+    init = (docs, tok.to_str(), cfg, seq_len, str(out), n_sequences, per_file, cache)
+
+    def add(rs: list[dict]) -> None:
+        for r in rs:
+            counts["sequences"] += 1
+            counts["examples"] += len(r["kinds"])
+            counts["answer_tokens"] += r["answer_tokens"]
+            counts["short_tokens"] += r["short_tokens"]
+            counts["per_length"][str(r["length"])] += 1
+            for k in r["kinds"]:
+                counts["per_kind"][k] += 1
+        if progress is not None:
+            progress.advance(len(rs), examples=sum(len(r["kinds"]) for r in rs))
+
+    if workers <= 1 or n_files < 2:
+        _init_worker(*init)
+        for f in range(n_files):
+            add(_write_file(f))
+        return counts
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = multiprocessing.get_context("fork")  # the documents are shared, not pickled per task
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
+                             initargs=init) as ex:
+        for r in ex.map(_write_file, range(n_files), chunksize=max(1, 8 // per_file)):
+            add(r)
+    return counts
