@@ -11,6 +11,7 @@ import sys
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from bookft import __version__
 from bookft.errors import BookftError
@@ -56,7 +57,7 @@ def main() -> None:
     try:
         app()
     except BookftError as e:
-        console.print(f"[bold red]error:[/] {e}")
+        console.print(f"[bold red]error:[/] {escape(str(e))}")  # escaped: messages hold brackets (bookft[ray])
         sys.exit(2)
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/]")

@@ -62,6 +62,10 @@ def register(app: typer.Typer) -> None:
         vocab_size: int = typer.Option(None, "--vocab-size", help="Vocabulary of the BPE trained on the corpus."),
         segments: str = typer.Option(None, "--segments", help="document|collection: attention segment unit."),
         workers: int = typer.Option(None, "--workers", help="Extraction processes (0 = in process)."),
+        engine: str = typer.Option(None, "--engine", help="local|ray: where the per-source jobs run (default local: "
+                                   "a process pool; ray: Ray Data, needs pip install 'bookft[ray]')."),
+        ray_address: str = typer.Option(None, "--ray-address", help="--engine ray: the Ray cluster to join "
+                                        "(default: start a local Ray instance)."),
         set_: list[str] = typer.Option([], "--set", help="Config override key=value (repeatable)."),
         synthesize_retrieval: float = typer.Option(None, "--synthesize-retrieval", help="Share of sequences "
                                                    "that are synthesized long-range retrieval examples (0-0.99)."),
@@ -86,7 +90,8 @@ def register(app: typer.Typer) -> None:
         overrides = list(set_)
         for key, val in (("out", out), ("tokenizer.path", tokenizer), ("packing.seq_len", seq_len),
                          ("tokenizer.vocab_size", vocab_size), ("packing.segments", segments),
-                         ("workers", workers), ("retrieval.rate", synthesize_retrieval)):
+                         ("workers", workers), ("retrieval.rate", synthesize_retrieval), ("engine", engine),
+                         ("ray_address", ray_address)):
             if val is not None:
                 overrides.append(f"{key}={val}")
         if no_secret_scan:

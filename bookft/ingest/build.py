@@ -4,7 +4,8 @@ Design choices:
 - Phases, each a function over one build state (`_Build`, what the phases hand on): resolve
   sources; extract (pure function per source, process pool of `workers`, results cached per
   content hash; in this process when the sources to extract hold under 16 MiB, where a pool's
-  start would cost more than it saves); dedup (exact, by text sha256, first occurrence wins);
+  start would cost more than it saves; or, with `engine: ray`, the same jobs on Ray Data:
+  ingest/ray_engine.py); dedup (exact, by text sha256, first occurrence wins);
   tokenizer (given, reused from the previous version, or trained); tokenize (per source, cached
   per fingerprint); pack (pure plan over lengths); write (streamed Arrow) and publish atomically.
 - Streaming: the extraction cache on disk is the document store between phases. A worker writes
@@ -211,9 +212,14 @@ def _extract(b: _Build) -> None:
     cache.extract_misses = len(todo)
     progress.start("extract", len(jobs), "sources")
     progress.advance(len(jobs) - len(todo))
-    workers = b.cfg.workers if not _small([jobs[i].path for i in todo]) else 0
-    for j, head in _pool_map(_extract_to_cache, [(jobs[i], cache.root, b.keys[i], b.hashes[i]) for i in todo],
-                             workers):
+    args = [(jobs[i], cache.root, b.keys[i], b.hashes[i]) for i in todo]
+    if b.cfg.engine == "ray":  # the same jobs as Ray Data tasks (bookft/ingest/ray_engine.py)
+        from bookft.ingest.ray_engine import ray_map
+
+        results = ray_map(_extract_to_cache, args, b.cfg.workers, b.cfg.ray_address)
+    else:
+        results = _pool_map(_extract_to_cache, args, b.cfg.workers if not _small([jobs[i].path for i in todo]) else 0)
+    for j, head in results:
         cache.remember(b.keys[todo[j]], head)
         progress.advance(1, pages=head["stats"].get("pages", 0), chars=sum(d["n_chars"] for d in head["documents"]))
     progress.end()
@@ -451,6 +457,10 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple] | Non
     t0 = time.perf_counter()
     root = Path(cfg.out)
     check_corpus_dir(root)
+    if cfg.engine == "ray":  # fail before any work when the extra is missing
+        from bookft.ingest.ray_engine import require_ray
+
+        require_ray()
     root.mkdir(parents=True, exist_ok=True)
     clean_stale(root)
     b = _Build(cfg=cfg, progress=progress or NullProgress(), root=root, cache=SourceCache(root),

@@ -17,6 +17,8 @@ from typing import Literal
 from bookft.errors import ConfigError
 from bookft.ingest.retrieval_config import RetrievalConfig  # issue 9: synthesized retrieval examples
 
+ENGINES = ("local", "ray")  # where the per-source extraction jobs run (bookft/ingest/ray_engine.py)
+
 Kind = Literal["auto", "pdf", "epub", "docx", "code", "legal", "jsonl", "html", "text"]
 
 
@@ -157,7 +159,9 @@ class IngestConfig:
     sample: SampleConfig | None = None
     dedup: bool = True  # exact duplicates (same text) removed
     near_dedup: NearDedupConfig = field(default_factory=NearDedupConfig)
-    workers: int = 2  # extraction processes; 0 = in this process
+    workers: int = 2  # extraction processes; 0 = in this process (engine ray: CPUs of the local Ray it starts)
+    engine: str = "local"  # local: a process pool here; ray: the per-source jobs on Ray Data (bookft[ray])
+    ray_address: str | None = None  # engine ray: the cluster to join (None: start a local Ray instance)
     extract: ExtractConfig = field(default_factory=ExtractConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
@@ -167,3 +171,5 @@ class IngestConfig:
     def validate(self) -> None:
         if self.workers < 0:
             raise ConfigError(f"workers: must be >= 0, got {self.workers}")
+        if self.engine not in ENGINES:
+            raise ConfigError(f"engine: expected one of {', '.join(ENGINES)}, got {self.engine!r}")
