@@ -12,6 +12,9 @@ Design choices:
   manifest entries of the job's result in both engines, never exceptions.
 - The workers write the extraction cache under CORPUS_DIR and read the sources by path, so on a
   remote cluster (`--ray-address`) both must be on storage every node sees at the same path.
+- A PDF password travels inside its job, as with the local pool; on Ray that is the object store
+  (shared memory, which Ray may spill to its session folder on disk), so use Ray for password-protected
+  PDFs only on a cluster you trust with them.
 - Ray is an optional extra (`pip install 'bookft[ray]'`), imported only here and only when the Ray
   engine is chosen. With no address, a local Ray instance is started (`workers` CPUs when > 0) and
   shut down after the map; an instance already initialised in this process is used as it is.

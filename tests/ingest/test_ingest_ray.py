@@ -105,8 +105,21 @@ def _files(version: Path) -> dict[str, bytes]:
     return out
 
 
-def test_ray_engine_gives_the_local_corpus_byte_for_byte(tmp_path, mixed, ray_instance):
+def test_ray_engine_gives_the_local_corpus_byte_for_byte(tmp_path, mixed, ray_instance, monkeypatch):
+    import bookft.ingest.build as build
+
+    pools = []
+
+    class Pool(build.ProcessPoolExecutor):
+        def __init__(self, *a, **k):
+            pools.append(k["max_workers"])
+            super().__init__(*a, **k)
+
+    monkeypatch.setattr(build, "_small", lambda *a, **k: False)  # the local pool, not in-process (small sources)
+    monkeypatch.setattr(build, "ProcessPoolExecutor", Pool)
     local = build_corpus(_cfg(tmp_path / "local", workers=2), sources=mixed)
+    monkeypatch.undo()
+    assert pools == [2]
     ray_m = build_corpus(_cfg(tmp_path / "ray", workers=2, engine="ray"), sources=mixed)
     assert ray_m["data_hash"] == local["data_hash"]
     assert ray_m["tokenizer"] == local["tokenizer"]
