@@ -2,7 +2,7 @@
 
 Design choices:
 - Extraction is a pure function `path -> ExtractResult` (picklable in and out), so a process pool
-  (or later Ray Data) can map it over sources; nothing here touches the corpus directory.
+  (or Ray Data, ingest/ray_engine.py) maps it over sources; nothing here touches the corpus directory.
 - Every file an extractor saw ends up as an `Entry` (ingested / skipped / failed + reason): nothing
   is lost silently, and the manifest can list it.
 - Text normalisation shared by all sources lives here (`clean_text`).

@@ -7,7 +7,7 @@ Design choices:
   re-extract only what changed. Paths that cannot be used become failed/skipped manifest entries,
   never exceptions.
 - `extract(job) -> ExtractResult` is a pure function of the job (picklable), run by a process pool
-  here and mappable by a distributed engine later. `job_key` is its cache key: the content hash of
+  here or as Ray Data tasks (`engine: ray`, ingest/ray_engine.py). `job_key` is its cache key: the content hash of
   the source plus the extractor version and options. A PDF password travels in the job (never in
   the manifest); the key holds only a salted, slow hash of it, so a changed password re-extracts.
 - Secrets (bookft/ingest/secrets.py) are redacted inside extraction, before anything is cached or
