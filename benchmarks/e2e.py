@@ -145,8 +145,12 @@ NOTES = [
     "much worse on the other; the default went back to the session-6 recipe (RoPE in both layers, 128-token "
     "blocks) and model.nope_layers stays an option (tested: decode cache, HF folder key, export refuses).",
     "Session 7, draw 4 of the session-6 recipe (python benchmarks/e2e.py --seeds 4, on the code after the issue-19 "
-    "redesign, which keeps the default run's losses; beside the full test suite at nice 19 and a helper): see the "
-    "draws list.",
+    "redesign, which keeps the default run's losses; beside the full test suite at nice 19 and a helper, load "
+    "2.7-5.4): copy at ~350-400, 256 gate at 550, 1,024 gate at 1,000, 1,300 steps; 1,762 s (train 1,691 s); "
+    "1K 1/1/1/1/1, 2K 0.3/1/1/1/1. The seven 2K depth-0 misses are all the second digit, six of them read as 5 "
+    "(4833188 -> 4533188, 8809694 -> 8509694, ...): at the far end right after the instruction the copy of the "
+    "second digit fails and a prior takes over. Five draws of this recipe: 1K met on 5 of 5, 2K on 0 of 5 (worst "
+    "cells 0.8, 0.5, 0.7, 0.7, 0.3, every one at depth 0-25%).",
     "Next (not done): the 2,048-token slips need a sharper copy at long range on every draw; candidates not yet "
     "measured: NoPE with a lower learning rate or a longer 1,024 stage (R3's instability), partial RoPE (a share "
     "of each head's dims unrotated), a longer or gated 2,048 stage paid for by cheaper steps (512-token blocks "
