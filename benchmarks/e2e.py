@@ -151,8 +151,14 @@ NOTES = [
     "(4833188 -> 4533188, 8809694 -> 8509694, ...): at the far end right after the instruction the copy of the "
     "second digit fails and a prior takes over. Five draws of this recipe: 1K met on 5 of 5, 2K on 0 of 5 (worst "
     "cells 0.8, 0.5, 0.7, 0.7, 0.3, every one at depth 0-25%).",
+    "Session 7, (R5) draw 0 with model.nope_layers [0], 512-token blocks and lr 1.5e-3 instead of 2e-3 (R3's loss "
+    "spikes): the 256 stage ran to its 600 cap (probe/256 0.33-0.83 from step 500), 1,024 gate at 800, probe/2048 "
+    "1.0 from step 950, 1,100 steps; 865 s in all (ingest 13, base eval 28, train 795, tuned eval 27) at load "
+    "1.7-4.9 beside the test suite; 1K 1/1/1/1/1, 2K 0.9/1/1/1/1 (one miss, 3708443 -> 3708483): the first "
+    "loop to meet the target on both counts (grid and 20 minutes). One draw: a candidate recipe, not yet the "
+    "default (experiments R6/R7 in e2e.json: draws 1 and 4 of it, run side by side).",
     "Next (not done): the 2,048-token slips need a sharper copy at long range on every draw; candidates not yet "
-    "measured: NoPE with a lower learning rate or a longer 1,024 stage (R3's instability), partial RoPE (a share "
+    "measured: NoPE with a lower learning rate on five draws (R5), partial RoPE (a share "
     "of each head's dims unrotated), a longer or gated 2,048 stage paid for by cheaper steps (512-token blocks "
     "cut a 2,048 step from 1.77 s to 1.41 s: the jitted train step on 4 simulated devices, 5 steps after "
     "compile, load ~2).",
