@@ -155,10 +155,11 @@ NOTES = [
     "spikes): the 256 stage ran to its 600 cap (probe/256 0.33-0.83 from step 500), 1,024 gate at 800, probe/2048 "
     "1.0 from step 950, 1,100 steps; 865 s in all (ingest 13, base eval 28, train 795, tuned eval 27) at load "
     "1.7-4.9 beside the test suite; 1K 1/1/1/1/1, 2K 0.9/1/1/1/1 (one miss, 3708443 -> 3708483): the first "
-    "loop to meet the target on both counts (grid and 20 minutes). One draw: a candidate recipe, not yet the "
-    "default (experiments R6/R7 in e2e.json: draws 1 and 4 of it, run side by side).",
+    "loop to meet the target on both counts (grid and 20 minutes). (R6, R7) draws 1 and 4 of the same recipe, run "
+    "side by side (load 3-7): draw 1 1K 1/0.8/1/1/1, 2K 0.7/0.3/0.9/1/1, 1,050 steps, 1,364 s; draw 4 1K 1/1/1/1/1, "
+    "2K 0.9/0.9/0.8/0.9/0.9, 950 steps, 1,294 s. So 1 of 3 draws: not robust either, not adopted.",
     "Next (not done): the 2,048-token slips need a sharper copy at long range on every draw; candidates not yet "
-    "measured: NoPE with a lower learning rate on five draws (R5), partial RoPE (a share "
+    "measured: partial RoPE (a share "
     "of each head's dims unrotated), a longer or gated 2,048 stage paid for by cheaper steps (512-token blocks "
     "cut a 2,048 step from 1.77 s to 1.41 s: the jitted train step on 4 simulated devices, 5 steps after "
     "compile, load ~2).",
