@@ -1,8 +1,9 @@
 """Greedy decoding with a KV cache equals greedy decoding by full recomputation."""
 
 import numpy as np
+from model_helpers import greedy_without_cache
 
-from bookft.model import ModelConfig, RopeConfig, forward_logits, generate_greedy, init_model
+from bookft.model import ModelConfig, RopeConfig, generate_greedy, init_model
 from bookft.model.layers import reference_attention
 
 CONFIG = ModelConfig(vocab_size=97, hidden_size=32, intermediate_size=64, num_layers=2, num_heads=4,
@@ -10,20 +11,10 @@ CONFIG = ModelConfig(vocab_size=97, hidden_size=32, intermediate_size=64, num_la
                      rope=RopeConfig(type="llama3", factor=4.0, original_max_position_embeddings=8))
 
 
-def _greedy_without_cache(model, ids, n):
-    """Full recomputation each step; padded to one length (causal: the padding is never seen)."""
-    b, s = ids.shape
-    buf = np.zeros((b, s + n), np.int32)
-    buf[:, :s] = ids
-    for t in range(s, s + n):
-        buf[:, t] = forward_logits(model, buf)[:, t - 1].argmax(-1)
-    return buf[:, s:]
-
-
 def test_kv_cache_greedy_equals_recompute():
     model = init_model(CONFIG, seed=1)
     ids = np.random.default_rng(0).integers(0, 97, (2, 9)).astype(np.int32)
-    expected = _greedy_without_cache(model, ids, 8)
+    expected = greedy_without_cache(model, ids, 8)
     got = generate_greedy(model, ids, 8)
     assert got.shape == (2, 8) and got.dtype == np.int32
     np.testing.assert_array_equal(got, expected)
