@@ -95,8 +95,13 @@ def _checkpoint_tokenizer(run_dir: Path, run_config) -> Path:
                     f"{corpus!r} has none); pass --tokenizer")
 
 
-def load_subject(checkpoint: str | None, model_dir: str | None, tokenizer: str | None, *, mesh=None):
+def load_subject(checkpoint: str | None, model_dir: str | None, tokenizer: str | None, *, mesh=None,
+                 like=None):
     """(model, EvalTokenizer, model_config, run_config or None, info dict).
+
+    `like`: a run config's ModelConfig whose knobs (dtypes, model.rope_scaling, ...) an HF folder is
+    loaded with, so `--model DIR --config PRESET` scores the folder as that preset trains it (a
+    base model with the preset's YaRN, say). Without one, the folder as it is.
 
     An HF folder is streamed tensor by tensor onto `mesh` with the train shardings; a checkpoint
     is restored by load_params straight onto `mesh`, or else onto the run's own mesh.
@@ -124,11 +129,11 @@ def load_subject(checkpoint: str | None, model_dir: str | None, tokenizer: str |
     if not (path / "config.json").is_file():
         raise EvalError(f"{path}: not an HF model folder (no config.json)")
     if mesh is None:
-        model, config = load_hf(path)
+        model, config = load_hf(path, like=like)
     else:
         from bookft.parallel.rules import logical_to_spec
 
-        model, config = load_hf(path, mesh=mesh,
+        model, config = load_hf(path, mesh=mesh, like=like,
                                 shardings=lambda names, shape: logical_to_spec(names, shape, mesh))
     tok = EvalTokenizer.load(Path(tokenizer) if tokenizer else path)
     return model, tok, config, None, {"hf_dir": str(path)}
@@ -182,7 +187,15 @@ def evaluate(*, checkpoint: str | None, model_dir: str | None, tokenizer: str | 
     console = console or Console()
     file_run_config = realise(_run_config(config, overrides))
     mesh = build_mesh(file_run_config)
-    model, tok, model_config, run_config, info = load_subject(checkpoint, model_dir, tokenizer, mesh=mesh)
+    like = getattr(file_run_config, "model", None) if model_dir else None  # --model with a preset's knobs
+    if like is not None and like.lora.rank:  # the folder's weights as they are: no (zero) adapters
+        import dataclasses
+
+        from bookft.model.config import LoraConfig
+
+        like = dataclasses.replace(like, lora=LoraConfig())
+    model, tok, model_config, run_config, info = load_subject(checkpoint, model_dir, tokenizer, mesh=mesh,
+                                                              like=like)
     run_config = file_run_config or realise(run_config)
     mesh = mesh if mesh is not None else build_mesh(run_config)
     base_eval = dict(getattr(run_config, "eval", None) or {})

@@ -53,6 +53,38 @@ class RopeConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class RopeScaling:
+    """Context extension put over a loaded HF model's RoPE (`model.rope_scaling`): the type and factor
+    replace the folder's, theta stays, and the folder's native length becomes
+    `original_max_position_embeddings` (or the one it already names, when its RoPE is scaled
+    already, so the same preset over an exported folder gives the same RoPE again);
+    max_position_embeddings becomes original x factor. YaRN's beta_fast / beta_slow keep
+    transformers' defaults (Peng et al. 2023: factor 4 extends an 8K model to 32K)."""
+    type: Literal["linear", "dynamic", "yarn", "llama3"] = "yarn"
+    factor: float = 4.0
+    original_max_position_embeddings: int | None = None  # None: the folder's native length
+    low_freq_factor: float = 1.0   # llama3
+    high_freq_factor: float = 4.0  # llama3
+
+    def validate(self) -> None:
+        if self.factor <= 1.0:
+            raise ConfigError(f"model.rope_scaling.factor must be > 1 (an extension), got {self.factor}")
+        if self.original_max_position_embeddings is not None and self.original_max_position_embeddings <= 0:
+            raise ConfigError("model.rope_scaling.original_max_position_embeddings must be > 0")
+
+    def apply(self, rope: RopeConfig, max_position_embeddings: int) -> tuple[RopeConfig, int]:
+        """(the extended RoPE, the extended max_position_embeddings) for a model whose RoPE is `rope`."""
+        native = (self.original_max_position_embeddings
+                  or (rope.original_max_position_embeddings if rope.type in ("yarn", "llama3") else None)
+                  or (int(round(max_position_embeddings / rope.factor)) if rope.type != "default" else None)
+                  or max_position_embeddings)
+        out = RopeConfig(theta=rope.theta, type=self.type, factor=self.factor,
+                         original_max_position_embeddings=native, low_freq_factor=self.low_freq_factor,
+                         high_freq_factor=self.high_freq_factor)
+        return out, int(native * self.factor)
+
+
+@dataclass(frozen=True, kw_only=True)
 class LoraConfig:
     rank: int = 0  # 0 = LoRA off (full fine-tuning)
     alpha: float = 16.0
@@ -98,6 +130,7 @@ class ModelConfig:
     init_std: float = 0.02
     hf_path: str | None = None  # a local HF folder; its config.json gives the shape, its weights the init
     rope_theta_override: float | None = None
+    rope_scaling: RopeScaling | None = None  # context extension over a loaded HF folder's RoPE (RopeScaling)
     short_conv: int = 0  # width of a causal depthwise conv on the embeddings (short_conv.py); 0 = off
     # tokens per device per step of a scan over the MLP (each step rematerialised): bounds the
     # [tokens, intermediate] buffers at long context; 0 = the whole sequence at once
@@ -174,4 +207,4 @@ class ModelConfig:
 
 # Fields an HF config.json does not carry: taken from the run config when loading an HF folder.
 KNOBS = ("param_dtype", "compute_dtype", "remat", "scan_layers", "lora", "init_std", "hf_path",
-         "rope_theta_override", "mlp_chunk")
+         "rope_theta_override", "rope_scaling", "mlp_chunk")

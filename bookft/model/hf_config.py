@@ -17,7 +17,7 @@ from typing import Any
 
 from bookft.config import from_dict
 from bookft.errors import ConfigError, ModelError
-from bookft.model.config import ModelConfig, RopeConfig
+from bookft.model.config import ModelConfig, RopeConfig, RopeScaling
 
 ARCHITECTURES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
                  "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
@@ -95,6 +95,12 @@ def config_from_hf(hf: dict[str, Any], where: str = "config.json", **knobs: Any)
         fields["head_dim"] = None  # the implied value: keep configs comparable
     fields["rope"] = _rope_from_hf(hf, where)
     fields.update(knobs)
+    scaling = knobs.get("rope_scaling")
+    if scaling is not None:  # model.rope_scaling: the context extension over the folder's RoPE
+        if isinstance(scaling, dict):
+            scaling = from_dict(RopeScaling, scaling, "model.rope_scaling")
+        fields["rope"], fields["max_position_embeddings"] = scaling.apply(fields["rope"],
+                                                                          fields["max_position_embeddings"])
     try:
         return from_dict(ModelConfig, fields, "model")
     except ConfigError as e:

@@ -55,6 +55,9 @@ def resolve_model_config(cfg: RunConfig, model_path) -> RunConfig:
 
     path = model_path or cfg.model.hf_path
     if path is None:
+        if cfg.model.rope_scaling is not None:
+            raise ConfigError("model.rope_scaling extends a loaded model's RoPE: give the model (--model HF_DIR "
+                              "or model.hf_path), or set model.rope directly for a preset shape")
         return cfg
     knobs = {k: getattr(cfg.model, k) for k in KNOBS}
     knobs["hf_path"] = str(path)
