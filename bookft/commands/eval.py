@@ -1,4 +1,4 @@
-"""`bookft eval niah` and `bookft eval compare`: parse flags, call one library function each."""
+"""`bookft eval niah`, `bookft eval short` and `bookft eval compare`: parse flags, call one library function each."""
 
 from __future__ import annotations
 
@@ -75,6 +75,24 @@ def niah(
     }
     evaluate(checkpoint=checkpoint, model_dir=model, tokenizer=tokenizer, config=config,
              overrides=list(overrides or []), flags=flags, out=out, console=Console(), progress=progress)
+
+
+@eval_app.command("short")
+def short(
+    checkpoint: str = typer.Option(None, "--checkpoint", help="the tuned model: a training run directory"),
+    model: str = typer.Option(None, "--model", help="the tuned model: a Hugging Face model folder"),
+    base: str = typer.Option(None, "--base", help="the base model: an HF folder (default: the run's model.hf_path)"),
+    tokenizer: str = typer.Option(None, "--tokenizer", help="the tuned model's tokenizer (default: its own)"),
+    corpus: str = typer.Option(None, "--corpus", help="corpus whose held-out documents to score (default: the run's data.corpus)"),
+    text: list[str] = typer.Option(None, "--text", help="UTF-8 files, each one generic document (default: the eval's generated essay)"),
+    max_tokens: int = typer.Option(1024, "--max-tokens", help="tokens scored per document (longer ones are cut)"),
+    out: Path = typer.Option(Path("eval-out"), "--out", help="output directory: the NIAH report's, to share its report.html"),
+) -> None:
+    """Loss and token accuracy on short held-out corpus documents and a generic text, base vs tuned."""
+    from bookft.eval.short_entry import evaluate_short
+
+    evaluate_short(checkpoint=checkpoint, model_dir=model, base=base, tokenizer=tokenizer, corpus=corpus,
+                   texts=list(text or []), max_tokens=max_tokens, out=out, console=Console())
 
 
 @eval_app.command("compare")
