@@ -1,5 +1,6 @@
 """The manifest of one corpus version (manifest.json): counts, tokenizer, secrets, work done, timings,
-the config, every source's entry and hash, duplicates and the mix record (ingest/mix.py)."""
+the config, every source's entry and hash, duplicates, the mix record (ingest/mix.py) and which source
+each document came from (`bookft inspect --html` draws per-source lengths from it)."""
 
 from __future__ import annotations
 
@@ -54,4 +55,16 @@ def build_manifest(b) -> dict:
         "source_hashes": {job.path: b.hashes[i] for i, job in enumerate(b.jobs)},  # per job, for refresh diffs
         "duplicates": b.duplicates,
         "mix": b.mix,
+        "document_sources": _runs(b.doc_label),  # [[source name, documents], ...] in document order
     }
+
+
+def _runs(labels: list[str]) -> list[list]:
+    """Run-length form of each document's source name (documents are in source order, so it stays short)."""
+    out: list[list] = []
+    for x in labels:
+        if out and out[-1][0] == x:
+            out[-1][1] += 1
+        else:
+            out.append([x, 1])
+    return out

@@ -6,7 +6,8 @@ Design choices (the settings: ingest/mix_config.py; the pure drawing and packing
   without weights), times 1 - short_share; the short source gets short_share. The total is
   `mix.tokens`, else the largest one that repeats no source (the scarcest source sets it).
 - Policies act before the draw: `truncate` keeps the first seq_len tokens of an over-long document,
-  `drop` leaves it out; both are counted per source.
+  `drop` leaves it out; both are counted per source. A source left with no tokens is named in the
+  record (`missing`) and the other shares are renormalised.
 - Held-out documents (short ones, drawn from the short source when there is one) never reach a
   sequence; the manifest lists them for `bookft eval short`.
 - The realised mix is counted from the packing plan itself (piece lengths), not from the budgets.
@@ -70,27 +71,29 @@ def plan_mix(cfg: IngestConfig, labels: list[str], doc_label: list[str], lengths
             docs_of[label].append(d)
     natural = {label: int(eff[docs_of[label]].sum()) for label in labels}
 
-    short = m.short_source
-    long_labels = [x for x in labels if x != short]
-    weighted = any(setting(x).weight is not None for x in long_labels)
-    raw = {x: (setting(x).weight if weighted else natural[x]) for x in long_labels}
-    total_raw = sum(raw.values())
-    if total_raw <= 0:
+    # a source with nothing to draw (its files failed, its documents were dropped or held out) is left out,
+    # named in the record, and the others' shares are renormalised: the run goes on with the rest
+    missing = [x for x in labels if natural[x] == 0]
+    short = m.short_source if m.short_source not in missing else None
+    long_labels = [x for x in labels if x != m.short_source and x not in missing]
+    if not long_labels:
         raise IngestError("mix: the long sources hold no tokens to draw from (every document failed, was "
                           "dropped by its policy or held out)")
-    share = {x: (1.0 - m.short_share) * raw[x] / total_raw for x in long_labels}
+    weighted = any(setting(x).weight is not None for x in long_labels)
+    raw = {x: (setting(x).weight if weighted else natural[x]) for x in long_labels}
+    short_share = m.short_share if short is not None else 0.0
+    share = {x: (1.0 - short_share) * raw[x] / sum(raw.values()) for x in long_labels}
     if short is not None:
-        share[short] = m.short_share
-    for x, s in share.items():
-        if s > 0 and natural[x] == 0:
-            raise IngestError(f"mix: source {x} is asked for {s:.1%} of the tokens but has none to give "
-                              f"(its documents failed, were dropped by policy '{setting(x).policy}' or held out)")
+        share[short] = short_share
     total = m.tokens if m.tokens is not None else int(min(natural[x] / s for x, s in share.items() if s > 0))
     budget = {x: int(round(share[x] * total)) for x in share}
 
     copies: dict[str, list[tuple[int, int]]] = {}
     asked_buckets: dict[str, dict[str, float]] = {}
     for i, x in enumerate(labels):
+        if x not in share:  # missing: nothing to draw
+            asked_buckets[x] = {}
+            continue
         ds = docs_of[x]
         up = setting(x).upsample_long
         w = np.array([up.factor if up is not None and lengths[d] >= up.min_tokens else 1.0 for d in ds])
@@ -113,7 +116,9 @@ def plan_mix(cfg: IngestConfig, labels: list[str], doc_label: list[str], lengths
         plan.sequences.extend(s_plan.sequences)
         plan.n_split_docs += s_plan.n_split_docs
     record = _record(plan, labels, doc_label, lengths, share, budget, natural, asked_buckets, policy_counts)
-    record.update(total_asked=total, short_source=short,
+    record.update(total_asked=total, short_source=short, missing=[
+        {"source": x, "reason": "no tokens to draw: its files failed or were skipped, or every document was "
+                                f"dropped by policy '{setting(x).policy}' or held out"} for x in missing],
                   short_sequences=0 if short is None else len(s_plan.sequences), held_out=sorted(held))
     return plan, record
 

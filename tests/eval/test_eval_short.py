@@ -110,8 +110,9 @@ def test_short_errors_name_the_problem(setup, tmp_path):
     assert "pass --base" in str(run("--corpus", str(root / "corpus")).exception)
     plain = tmp_path / "plain"
     (tmp_path / "d.txt").write_text("one two three " * 50)
-    build_corpus(from_dict(IngestConfig, {"out": str(plain), "workers": 0, "tokenizer": {"vocab_size": 300},
-                                          "packing": {"seq_len": 64}}), sources=[(str(tmp_path / "d.txt"), "auto", None)])
+    cfg = from_dict(IngestConfig, {"out": str(plain), "workers": 0, "tokenizer": {"vocab_size": 300},
+                                   "packing": {"seq_len": 64}})
+    build_corpus(cfg, sources=[(str(tmp_path / "d.txt"), "auto", None)])
     assert "holds no held-out documents" in str(run("--base", str(dirs["base"]), "--corpus", str(plain)).exception)
     assert "--text" in str(run("--base", str(dirs["base"]), "--corpus", str(root / "corpus"),
                                "--text", str(tmp_path / "missing.txt")).exception)

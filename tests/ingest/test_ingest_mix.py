@@ -153,3 +153,15 @@ def test_no_mix_settings_is_todays_packing(tmp_path, sources):
 def test_mix_config_errors(sources_, mix, match):
     with pytest.raises(ConfigError, match=match):
         from_dict(IngestConfig, {"sources": sources_, "mix": mix})
+
+
+def test_a_source_with_nothing_to_draw_is_named_and_the_rest_renormalised(tmp_path, sources):
+    bad = tmp_path / "broken.pdf"
+    bad.write_bytes(b"not a pdf")
+    entries = {"books": {"weight": 1}, "code": {"weight": 1}, "broken": {"weight": 2}}
+    m, docs, seqs = _build(tmp_path, {**sources, "broken": str(bad)}, entries)
+    assert [x["source"] for x in m["mix"]["missing"]] == ["broken"]
+    per_source, _, _ = _realised(docs, seqs)
+    total = sum(per_source.values())
+    assert abs(per_source["books"] / total - 0.5) <= 0.01 and abs(per_source["code"] / total - 0.5) <= 0.01
+    assert any(e["status"] == "failed" and e["source"] == str(bad) for e in m["sources"])
