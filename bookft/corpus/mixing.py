@@ -12,7 +12,8 @@ Design choices:
   group, kept together and in document order, so packing keeps its rules (collections whole or
   streamed in order). Groups are shuffled (seeded) so sources interleave in the long stream.
 - `pack_spans` runs the unchanged packing (corpus/packing.py) over spans and maps pieces back to
-  document offsets.
+  document offsets; each piece keeps its group (`Piece.copy`), so with `segments: collection` two
+  copies of one collection side by side in a sequence stay two segments.
 """
 
 from __future__ import annotations
@@ -119,6 +120,6 @@ def pack_spans(items: Sequence[Span], seq_len: int, *, boundaries: Callable[[int
 
     plan = pack(lengths, groups, seq_len, boundaries=bounds, slack=slack,
                 word_cut=cut if word_cut is not None else None)
-    plan.sequences = [[Piece(items[p.doc].doc, items[p.doc].start + p.start, items[p.doc].start + p.end)
-                       for p in seq] for seq in plan.sequences]
+    plan.sequences = [[Piece(items[p.doc].doc, items[p.doc].start + p.start, items[p.doc].start + p.end,
+                             items[p.doc].group) for p in seq] for seq in plan.sequences]
     return plan

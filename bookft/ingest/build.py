@@ -143,6 +143,7 @@ class _Build:
     cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds of this process (workers not included)
     specs: list = field(default_factory=list)
     labels: list[str] = field(default_factory=list)  # each spec's source name (the mix's and the manifest's)
+    unmixed: list[str] = field(default_factory=list)  # names of sources packed once each, outside the mix
     jobs: list = field(default_factory=list)
     job_label: list[str] = field(default_factory=list)
     keys: list[str] = field(default_factory=list)
@@ -190,9 +191,11 @@ class _Build:
                 yield i, d
 
 
-def _resolve(b: _Build, sources) -> None:
+def _resolve(b: _Build, sources, unmixed) -> None:
     cfg = b.cfg
     specs = list(sources or [])
+    b.unmixed = [str(s[0]) for s in unmixed or []]
+    specs += list(unmixed or [])  # before cfg.sources, where the retrieval build has always put them
     if cfg.sample is not None:
         from bookft.ingest.sample import generate_sample
 
@@ -201,7 +204,8 @@ def _resolve(b: _Build, sources) -> None:
     specs += [(s.path, s.kind, s.collection, s.password()) for s in cfg.sources]  # password: from the environment
     if not specs:
         raise IngestError("no sources given: name files or folders, or a corpus YAML with `sources:`")
-    if mixing(cfg) and any(s.weight is not None for s in cfg.sources) and len(specs) > len(cfg.sources):
+    if mixing(cfg) and any(s.weight is not None for s in cfg.sources) and \
+            len(specs) > len(cfg.sources) + len(b.unmixed):
         raise IngestError("the corpus YAML gives its sources weights, but sources named on the command line "
                           "have none: list them under `sources:` with a weight")
     b.specs = specs
@@ -381,7 +385,7 @@ def _pack(b: _Build, tokens: FlatFile, doc_off_a: np.ndarray) -> None:
     slack = int(b.cfg.packing.split_slack * seq_len)
     if mixing(b.cfg):
         b.plan, b.mix = plan_mix(b.cfg, b.labels, b.doc_label, np.diff(doc_off_a), b.doc_coll,
-                                 boundaries=bounds, slack=slack, word_cut=word_cut)
+                                 boundaries=bounds, slack=slack, word_cut=word_cut, unmixed=set(b.unmixed))
     else:
         b.plan = pack(np.diff(doc_off_a), b.doc_coll, seq_len, boundaries=bounds, slack=slack, word_cut=word_cut)
     b.progress.end()
@@ -412,12 +416,14 @@ def _write(b: _Build, tokens: FlatFile, doc_off_a: np.ndarray) -> None:
 
 
 def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple] | None = None,
-                 loss_weights: LossWeightsFn | None = None,
+                 unmixed: list[tuple] | None = None, loss_weights: LossWeightsFn | None = None,
                  before_publish: Callable[[Path, dict], bool] | None = None) -> dict:
     """Build and publish a new corpus version in `cfg.out`; returns its manifest. Raises IngestError if
     nothing could be ingested.
 
     sources: [(path, kind, collection)] or [(path, kind, collection, pdf_password)] besides cfg.sources.
+    unmixed: sources like those, that a mix (ingest/mix.py) packs once each, whole, outside its shares
+    (the synthesized retrieval examples, whose share is retrieval.rate); without a mix, plain sources.
 
     loss_weights(document, token_ids int32 [n]) -> float32 [n] or None (= all 1.0): the hook for
     synthesized retrieval examples (issue 9); when given, sequences carry a `loss_weights` column.
@@ -437,7 +443,7 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple] | Non
     clean_stale(root)
     b = _Build(cfg=cfg, progress=progress or NullProgress(), root=root, cache=SourceCache(root),
                loss_weights=loss_weights)
-    _resolve(b, sources)
+    _resolve(b, sources, unmixed)
     with b.phase("extract"):
         _extract(b)
     _collect_entries(b)

@@ -69,8 +69,8 @@ def build_with_retrieval(cfg, progress=None, *, sources=None) -> dict:
         progress.end()
     cfg2 = replace(cfg, tokenizer=replace(cfg.tokenizer, retrain=False))  # reuses the plain version's BPE
     files = sorted(synth_dir.glob("retrieval-*.jsonl"))  # one collection per sequence: one whole sequence
-    final = build_corpus(cfg2, progress, sources=sources + [(str(f), "jsonl", f.stem) for f in files],
-                         loss_weights=loss_weights_fn(tok, r))
+    final = build_corpus(cfg2, progress, sources=sources, unmixed=[(str(f), "jsonl", f.stem) for f in files],
+                         loss_weights=loss_weights_fn(tok, r))  # unmixed: retrieval.rate is their share
     summary = {"plain_version": plain["version"], "plain_sequences": n_plain, "synthesized_sequences": n_synth,
                **counts, "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(r).items()}}
     tmp = Path(final["path"]) / ".retrieval.json.tmp"

@@ -8,6 +8,8 @@ Design choices (the settings: ingest/mix_config.py; the pure drawing and packing
 - Policies act before the draw: `truncate` keeps the first seq_len tokens of an over-long document,
   `drop` leaves it out; both are counted per source. A source left with no tokens is named in the
   record (`missing`) and the other shares are renormalised.
+- Unmixed sources (synthesized retrieval examples: retrieval.rate is their share) are packed once each,
+  whole, outside the shares; the record lists their tokens (`unmixed`).
 - Held-out documents (short ones, drawn from the short source when there is one) never reach a
   sequence; the manifest lists them for `bookft eval short`.
 - The realised mix is counted from the packing plan itself (piece lengths), not from the budgets.
@@ -32,11 +34,12 @@ def mixing(cfg: IngestConfig) -> bool:
                                  for s in cfg.sources)
 
 
-def _holdout(cfg: IngestConfig, lengths: np.ndarray, doc_label: list[str]) -> list[int]:
+def _holdout(cfg: IngestConfig, lengths: np.ndarray, doc_label: list[str | None]) -> list[int]:
+    """Held-out document indices: short ones (of the short source when there is one; None: not eligible)."""
     m = cfg.mix
     if not m.holdout_docs:
         return []
-    cand = [d for d in range(len(lengths)) if 0 < lengths[d] <= m.holdout_max_tokens
+    cand = [d for d in range(len(lengths)) if 0 < lengths[d] <= m.holdout_max_tokens and doc_label[d] is not None
             and (m.short_source is None or doc_label[d] == m.short_source)]
     rng = np.random.default_rng([m.seed, 1])
     return sorted(int(x) for x in rng.choice(cand, size=min(m.holdout_docs, len(cand)), replace=False))
@@ -44,20 +47,23 @@ def _holdout(cfg: IngestConfig, lengths: np.ndarray, doc_label: list[str]) -> li
 
 def plan_mix(cfg: IngestConfig, labels: list[str], doc_label: list[str], lengths: np.ndarray,
              collections: list[int], *, boundaries: Callable[[int], np.ndarray], slack: int,
-             word_cut: WordCut) -> tuple[PackPlan, dict]:
+             word_cut: WordCut, unmixed: set[str] = frozenset()) -> tuple[PackPlan, dict]:
     """The packing plan of a mixed build and its manifest record.
 
-    labels: every source's name, in source order; doc_label[d]: the source of document d.
+    labels: every source's name, in source order; doc_label[d]: the source of document d; unmixed: the
+    names of sources packed once each, whole, outside the shares (synthesized retrieval examples).
     """
     seq_len, m = cfg.packing.seq_len, cfg.mix
     conf = {s.label: s for s in cfg.sources}
     setting = lambda label: conf.get(label) or SourceConfig(path=label)
-    held = set(_holdout(cfg, lengths, doc_label))
+    held = set(_holdout(cfg, lengths, [x if x not in unmixed else None for x in doc_label]))
     eff = np.array(lengths, np.int64)  # lengths after the policy; 0 = not drawn
     policy_counts = {label: {"policy": setting(label).policy, "truncated": 0, "dropped": 0, "tokens_cut": 0}
                      for label in labels}
     for d in range(len(eff)):
         pol = setting(doc_label[d]).policy
+        if doc_label[d] in unmixed:
+            continue
         if d in held:
             eff[d] = 0
         elif eff[d] > seq_len and pol != "split":
@@ -73,6 +79,8 @@ def plan_mix(cfg: IngestConfig, labels: list[str], doc_label: list[str], lengths
 
     # a source with nothing to draw (its files failed, its documents were dropped or held out) is left out,
     # named in the record, and the others' shares are renormalised: the run goes on with the rest
+    passed = [x for x in labels if x in unmixed]
+    labels = [x for x in labels if x not in unmixed]
     missing = [x for x in labels if natural[x] == 0]
     short = m.short_source if m.short_source not in missing else None
     long_labels = [x for x in labels if x != m.short_source and x not in missing]
@@ -105,18 +113,21 @@ def plan_mix(cfg: IngestConfig, labels: list[str], doc_label: list[str], lengths
             per[bucket_name(int(lengths[d]))] += budget[x] * wl[k] / wl.sum()
         asked_buckets[x] = {b: round(v) for b, v in sorted(per.items())}
 
+    for x in passed:  # once each, whole
+        copies[x] = [(d, int(eff[d])) for d in docs_of[x]]
+
     def packed(group: list[str], seed: int) -> PackPlan:
         cs = [c for x in group for c in copies[x]]
         items = spans(cs, eff, collections, np.random.default_rng([m.seed, seed]), word_cut)
         return pack_spans(items, seq_len, boundaries=boundaries, slack=slack, word_cut=word_cut)
 
-    plan = packed(long_labels, 3)
+    plan = packed(long_labels + passed, 3)
     if short is not None:
         s_plan = packed([short], 4)
         plan.sequences.extend(s_plan.sequences)
         plan.n_split_docs += s_plan.n_split_docs
     record = _record(plan, labels, doc_label, lengths, share, budget, natural, asked_buckets, policy_counts)
-    record.update(total_asked=total, short_source=short, missing=[
+    record.update(total_asked=total, short_source=short, unmixed={x: natural[x] for x in passed}, missing=[
         {"source": x, "reason": "no tokens to draw: its files failed or were skipped, or every document was "
                                 f"dropped by policy '{setting(x).policy}' or held out"} for x in missing],
                   short_sequences=0 if short is None else len(s_plan.sequences), held_out=sorted(held))
@@ -129,6 +140,8 @@ def _record(plan: PackPlan, labels, doc_label, lengths, share, budget, natural, 
     for seq in plan.sequences:
         for p in seq:
             x = doc_label[p.doc]
+            if x not in tokens:  # an unmixed source
+                continue
             tokens[x] += p.length
             buckets[x][bucket_name(int(lengths[p.doc]))] += p.length
     n = sum(tokens.values())

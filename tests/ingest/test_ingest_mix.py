@@ -165,3 +165,41 @@ def test_a_source_with_nothing_to_draw_is_named_and_the_rest_renormalised(tmp_pa
     total = sum(per_source.values())
     assert abs(per_source["books"] / total - 0.5) <= 0.01 and abs(per_source["code"] / total - 0.5) <= 0.01
     assert any(e["status"] == "failed" and e["source"] == str(bad) for e in m["sources"])
+
+
+def test_a_larger_total_repeats_every_document_evenly(tmp_path, sources):
+    cfg0 = _build(tmp_path, sources, {"books": {"policy": "truncate"}, "code": {}}, name="once")[0]
+    natural = sum(v["natural_tokens"] for v in cfg0["mix"]["sources"].values())
+    m, docs, seqs = _build(tmp_path, sources, {"books": {"policy": "truncate"}, "code": {}},
+                           mix={"tokens": 3 * natural}, name="thrice")
+    _, per_doc, names = _realised(docs, seqs)
+    for d, n in enumerate(docs["n_tokens"]):  # three whole copies of each document (books' truncated)
+        assert per_doc[d] == 3 * (min(n, SEQ) if names[d] == "books" else n)
+    assert m["mix"]["max_relative_deviation"] == 0.0
+
+
+def test_synthesized_retrieval_examples_stay_outside_the_mix(tmp_path):
+    from bookft.eval.haystack import essay_sentences
+    from bookft.ingest.example_build import build_with_retrieval
+    from bookft.needles import NIAH_INSTRUCTION
+
+    gen = essay_sentences(1)
+    (tmp_path / "essays.txt").write_text("".join(next(gen) for _ in range(400)))
+    (tmp_path / "frame.txt").write_text((NIAH_INSTRUCTION + "What is the special magic number for x?\n") * 30)
+    cfg = from_dict(IngestConfig, {
+        "out": str(tmp_path / "c"), "workers": 0, "tokenizer": {"vocab_size": 600}, "packing": {"seq_len": 512},
+        "sources": [{"path": str(tmp_path / "essays.txt"), "name": "essays", "weight": 1},
+                    {"path": str(tmp_path / "frame.txt"), "name": "frame", "weight": 1}],
+        "retrieval": {"rate": 0.5, "lengths": [256, 512]}})
+    m = build_with_retrieval(cfg)
+    mix = m["mix"]
+    assert mix["unmixed"] and all("retrieval-" in x for x in mix["unmixed"])
+    assert {k: round(v["realised_share"], 2) for k, v in mix["sources"].items()} == {"essays": 0.5, "frame": 0.5}
+    assert mix["max_relative_deviation"] <= 0.02
+    cur = tmp_path / "c" / "current"
+    docs = datasets.load_from_disk(str(cur / "documents"))
+    seqs = datasets.load_from_disk(str(cur / "sequences"))
+    _, per_doc, _ = _realised(docs, seqs)
+    synth = [d for d, s in enumerate(docs["source"]) if "retrieval-" in s]
+    assert synth and all(per_doc[d] == docs[d]["n_tokens"] for d in synth)  # each example once, whole
+    assert sum(docs[d]["n_tokens"] for d in synth) == sum(mix["unmixed"].values())
