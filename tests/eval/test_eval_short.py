@@ -116,3 +116,28 @@ def test_short_errors_name_the_problem(setup, tmp_path):
     assert "holds no held-out documents" in str(run("--base", str(dirs["base"]), "--corpus", str(plain)).exception)
     assert "--text" in str(run("--base", str(dirs["base"]), "--corpus", str(root / "corpus"),
                                "--text", str(tmp_path / "missing.txt")).exception)
+
+
+def test_a_checkpoint_brings_its_base_and_corpus(setup, tmp_path, monkeypatch):
+    """--checkpoint: the base is the run's model.hf_path and the corpus its data.corpus."""
+    from types import SimpleNamespace
+
+    import bookft.eval.short_entry as S
+
+    root, dirs = setup
+    real = S.load_subject
+    run_config = SimpleNamespace(model=SimpleNamespace(hf_path=str(dirs["base"])),
+                                 data=SimpleNamespace(corpus=str(root / "corpus")))
+
+    def fake(checkpoint, model_dir, tokenizer):
+        if checkpoint is None:
+            return real(checkpoint, model_dir, tokenizer)
+        model, tok, cfg, _, _ = real(None, str(dirs["tuned"]), None)
+        return model, tok, cfg, run_config, {"checkpoint": checkpoint}
+
+    monkeypatch.setattr(S, "load_subject", fake)
+    r = CliRunner().invoke(app, ["eval", "short", "--checkpoint", "runs/x", "--max-tokens", "32",
+                                 "--out", str(tmp_path)])
+    assert r.exit_code == 0, (r.output, r.exception)
+    res = json.loads((tmp_path / "short.json").read_text())
+    assert res["models"] == {"base": str(dirs["base"]), "tuned": "runs/x"} and res["corpus"] == str(root / "corpus")
