@@ -53,6 +53,8 @@ def build_with_retrieval(cfg, progress=None, *, sources=None) -> dict:
     vdir = Path(plain["path"])
     tok = load_tokenizer(vdir / "tokenizer" / "tokenizer.json")
     docs = datasets.load_from_disk(str(vdir / "documents")).select_columns(["text", "kind"]).to_list()
+    held = set((plain.get("mix") or {}).get("held_out", []))  # held out for `eval short`: not material either
+    docs = [d for i, d in enumerate(docs) if i not in held]
     n_plain = int(plain["counts"]["sequences"])
     n_synth = max(1, round(n_plain * r.rate / (1.0 - r.rate)))
     synth_dir = Path(cfg.out) / "retrieval-sources"

@@ -178,10 +178,14 @@ def test_a_larger_total_repeats_every_document_evenly(tmp_path, sources):
     assert m["mix"]["max_relative_deviation"] == 0.0
 
 
-def test_synthesized_retrieval_examples_stay_outside_the_mix(tmp_path):
+def test_synthesized_retrieval_examples_stay_outside_the_mix(tmp_path, monkeypatch):
     from bookft.eval.haystack import essay_sentences
-    from bookft.ingest.example_build import build_with_retrieval
+    from bookft.ingest import example_build
     from bookft.needles import NIAH_INSTRUCTION
+
+    material = []
+    real = example_build.synthesize
+    monkeypatch.setattr(example_build, "synthesize", lambda docs, *a: material.extend(docs) or real(docs, *a))
 
     gen = essay_sentences(1)
     (tmp_path / "essays.txt").write_text("".join(next(gen) for _ in range(400)))
@@ -189,12 +193,15 @@ def test_synthesized_retrieval_examples_stay_outside_the_mix(tmp_path):
     cfg = from_dict(IngestConfig, {
         "out": str(tmp_path / "c"), "workers": 0, "tokenizer": {"vocab_size": 600}, "packing": {"seq_len": 512},
         "sources": [{"path": str(tmp_path / "essays.txt"), "name": "essays", "weight": 1},
-                    {"path": str(tmp_path / "frame.txt"), "name": "frame", "weight": 1}],
-        "retrieval": {"rate": 0.5, "lengths": [256, 512]}})
-    m = build_with_retrieval(cfg)
+                    {"path": str(tmp_path / "frame.txt"), "name": "frame", "weight": 1},
+                    {"path": _jsonl(tmp_path / "notes.jsonl", 3, [30, 40, 50] * 10), "name": "notes"}],
+        "retrieval": {"rate": 0.5, "lengths": [256, 512]},
+        "mix": {"short_source": "notes", "short_share": 0.1, "holdout_docs": 1}})
+    m = example_build.build_with_retrieval(cfg)
     mix = m["mix"]
     assert mix["unmixed"] and all("retrieval-" in x for x in mix["unmixed"])
-    assert {k: round(v["realised_share"], 2) for k, v in mix["sources"].items()} == {"essays": 0.5, "frame": 0.5}
+    assert {k: round(v["realised_share"], 3) for k, v in mix["sources"].items()} == {
+        "essays": 0.45, "frame": 0.45, "notes": 0.1}
     assert mix["max_relative_deviation"] <= 0.02
     cur = tmp_path / "c" / "current"
     docs = datasets.load_from_disk(str(cur / "documents"))
@@ -203,3 +210,8 @@ def test_synthesized_retrieval_examples_stay_outside_the_mix(tmp_path):
     synth = [d for d, s in enumerate(docs["source"]) if "retrieval-" in s]
     assert synth and all(per_doc[d] == docs[d]["n_tokens"] for d in synth)  # each example once, whole
     assert sum(docs[d]["n_tokens"] for d in synth) == sum(mix["unmixed"].values())
+    # the held-out document is not material for the synthesized examples either
+    (held,) = mix["held_out"]
+    assert "retrieval-" not in docs[held]["source"] and per_doc[held] == 0
+    texts = [d["text"] for d in material]
+    assert len(texts) == len(docs) - len(synth) - 1 and docs[held]["text"] not in texts
