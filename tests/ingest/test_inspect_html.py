@@ -96,3 +96,20 @@ def test_page_renders_in_headless_chromium(corpus, tmp_path):
     ink = (px.mean(-1) < 0.9).mean()  # share of non-white pixels: text, tables and figures drawn
     colour = (px.max(-1) - px.min(-1) > 0.2).mean()  # coloured pixels: the embedded charts decoded and drawn
     assert ink > 0.02 and colour > 0.005, (ink, colour)
+
+
+def test_a_corpus_without_document_sources_shows_lengths_per_kind(corpus, tmp_path):
+    """Corpora built before the manifest named each document's source: per kind only, and the page says so."""
+    from bookft.corpus import open_corpus
+    from bookft.corpus.html_report import write_html_report
+
+    root, _, _, _ = corpus
+    version = tmp_path / "v"
+    shutil.copytree((root / "c" / "current").resolve(), version)
+    man = json.loads((version / "manifest.json").read_text())
+    del man["document_sources"], man["mix"]
+    (version / "manifest.json").write_text(json.dumps(man))
+    page = write_html_report(open_corpus(version), tmp_path / "old.html").read_text()
+    assert "does not record each document's source: lengths per kind only" in page
+    assert page.count("<img ") == 2  # lengths per kind and fill; no mix chart
+    assert "No mix asked, and this corpus does not record" in page
