@@ -24,7 +24,6 @@ from collections import Counter
 from pathlib import Path
 
 import datasets
-import numpy as np
 from rich.console import Console
 from rich.table import Table
 

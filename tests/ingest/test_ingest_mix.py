@@ -215,3 +215,16 @@ def test_synthesized_retrieval_examples_stay_outside_the_mix(tmp_path, monkeypat
     assert "retrieval-" not in docs[held]["source"] and per_doc[held] == 0
     texts = [d["text"] for d in material]
     assert len(texts) == len(docs) - len(synth) - 1 and docs[held]["text"] not in texts
+
+
+def test_the_readme_example_is_a_valid_corpus_definition():
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = re.search(r"### The mix.*?```yaml\n(.*?)```", readme, re.S).group(1)
+    cfg = from_dict(IngestConfig, yaml.safe_load(block))
+    assert [s.label for s in cfg.sources] == ["books", "code", "short", "papers"]
+    assert cfg.mix.short_source == "short" and cfg.sources[0].upsample_long.factor == 2
