@@ -1,5 +1,6 @@
-"""`bookft inspect CORPUS [--json]`: the manifest summary of a corpus version (counts, fill, tokenizer,
-failed/skipped sources, redacted secrets by file, line and kind)."""
+"""`bookft inspect CORPUS [--json] [--html OUT]`: the manifest summary of a corpus version (counts, fill,
+tokenizer, failed/skipped sources, redacted secrets by file, line and kind); --html writes the corpus
+report page (bookft/corpus/html_report.py)."""
 
 from __future__ import annotations
 
@@ -28,15 +29,26 @@ def summary(corpus: Corpus) -> dict:
             "n_ingested": sum(1 for e in m["sources"] if e["status"] == "ingested"),
             "failed": pick("failed"), "skipped": pick("skipped"),
             "secrets_redacted": c.get("secrets_redacted", 0),  # file, line, kind per finding; never the value
-            "secrets": m.get("secrets", {"per_source": {}, "findings": [], "findings_not_listed": 0})}
+            "secrets": m.get("secrets", {"per_source": {}, "findings": [], "findings_not_listed": 0}),
+            "packed_tokens": c.get("packed_tokens", c["tokens"]),
+            "mix": m.get("mix")}  # realised vs asked per source (ingest/mix.py); None: no mix asked
 
 
 def register(app: typer.Typer) -> None:
     @app.command()
     def inspect(corpus: str = typer.Argument(..., help="Corpus directory (or one version folder)."),
-                as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
+                as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+                html: str = typer.Option(None, "--html", help="Also write a self-contained HTML report to this file "
+                                         "(lengths per source and kind, fill, mix, failed sources, redactions).")) -> None:
         """Print a corpus's manifest summary (counts, fill, tokenizer, failed/skipped sources)."""
-        s = summary(Corpus(corpus))
+        c = Corpus(corpus)
+        s = summary(c)
+        if html:
+            from bookft.corpus.html_report import write_html_report
+
+            page = write_html_report(c, html)
+            if not as_json:
+                Console().print(f"wrote {page}")
         if as_json:
             print(json.dumps(s, indent=1))
             return

@@ -1,4 +1,4 @@
-"""`bookft eval niah` and `bookft eval compare`: parse flags, call one library function each."""
+"""`bookft eval niah`, `bookft eval short` and `bookft eval compare`: parse flags, call one library function each."""
 
 from __future__ import annotations
 
@@ -40,6 +40,18 @@ def parse_floats(values: list[str] | None, flag: str) -> list[float] | None:
         raise EvalError(f"{flag}: expected numbers such as 0,25,50,75,100") from None
 
 
+def _default_checkpoint(config: str | None) -> str:
+    """The run `bookft train` wrote for `config` (or the default preset), when neither subject is given."""
+    from bookft.eval.entry import default_run
+
+    run = default_run(config)
+    if run is None:
+        raise EvalError("give --checkpoint RUN_DIR or --model HF_DIR (no default run: runs/<config name> "
+                        "does not exist; `bookft train` writes it)")
+    Console().print(f"evaluating {run} (the run `bookft train` wrote for this config; --checkpoint to choose)")
+    return str(run)
+
+
 @eval_app.command("niah")
 def niah(
     checkpoint: str = typer.Option(None, "--checkpoint", help="training run directory (default: runs/<config name>, where `bookft train` writes)"),
@@ -58,15 +70,10 @@ def niah(
     progress: bool = typer.Option(True, "--progress/--no-progress"),
 ) -> None:
     """Score a needle-in-a-haystack grid and write results.json, heatmap.png, report.html."""
-    from bookft.eval.entry import default_run, evaluate
+    from bookft.eval.entry import evaluate
 
     if not checkpoint and not model:  # after `bookft train` with the same (or the default) config: its run
-        run = default_run(config)
-        if run is None:
-            raise EvalError("give --checkpoint RUN_DIR or --model HF_DIR (no default run: runs/<config name> "
-                            "does not exist; `bookft train` writes it)")
-        Console().print(f"evaluating {run} (the run `bookft train` wrote for this config; --checkpoint to choose)")
-        checkpoint = str(run)
+        checkpoint = _default_checkpoint(config)
     flags = {
         "task": task, "lengths": parse_lengths(lengths), "depths": parse_floats(depths, "--depths"),
         "seeds": [int(s) for s in parse_floats(seeds, "--seeds")] if seeds else None,
@@ -75,6 +82,26 @@ def niah(
     }
     evaluate(checkpoint=checkpoint, model_dir=model, tokenizer=tokenizer, config=config,
              overrides=list(overrides or []), flags=flags, out=out, console=Console(), progress=progress)
+
+
+@eval_app.command("short")
+def short(
+    checkpoint: str = typer.Option(None, "--checkpoint", help="the tuned model: a training run directory"),
+    model: str = typer.Option(None, "--model", help="the tuned model: a Hugging Face model folder"),
+    base: str = typer.Option(None, "--base", help="the base model: an HF folder (default: the run's model.hf_path)"),
+    tokenizer: str = typer.Option(None, "--tokenizer", help="the tuned model's tokenizer (default: its own)"),
+    corpus: str = typer.Option(None, "--corpus", help="corpus whose held-out documents to score (default: the run's data.corpus)"),
+    text: list[str] = typer.Option(None, "--text", help="UTF-8 files, each one generic document (default: the eval's generated essay)"),
+    max_tokens: int = typer.Option(1024, "--max-tokens", help="tokens scored per document (longer ones are cut)"),
+    out: Path = typer.Option(Path("eval-out"), "--out", help="output directory: the NIAH report's, to share its report.html"),
+) -> None:
+    """Loss and token accuracy on short held-out corpus documents and a generic text, base vs tuned."""
+    from bookft.eval.short_entry import evaluate_short
+
+    if not checkpoint and not model:
+        checkpoint = _default_checkpoint(None)
+    evaluate_short(checkpoint=checkpoint, model_dir=model, base=base, tokenizer=tokenizer, corpus=corpus,
+                   texts=list(text or []), max_tokens=max_tokens, out=out, console=Console())
 
 
 @eval_app.command("compare")

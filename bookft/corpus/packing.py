@@ -30,6 +30,7 @@ class Piece:
     doc: int  # index into the document list
     start: int  # token offset inside the document (inclusive)
     end: int  # token offset inside the document (exclusive)
+    copy: int = 0  # which drawn copy of its collection (corpus/mixing.py); 0 without a mix
 
     @property
     def length(self) -> int:
@@ -174,7 +175,7 @@ def segment_numbers(pieces: Sequence[Piece], collections: Sequence[int], mode: s
     seg = 0
     prev = None
     for p in pieces:
-        key = collections[p.doc] if mode == "collection" else None
+        key = (collections[p.doc], p.copy) if mode == "collection" else None  # two copies: two segments
         if mode != "collection" or key != prev or seg == 0:
             seg += 1
         prev = key

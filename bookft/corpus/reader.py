@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
 
 from bookft.corpus.packing import expand_segments
 from bookft.errors import CorpusError
@@ -100,6 +101,19 @@ class Corpus:
         r = self._rows.row(i, ["doc_lengths", "doc_segments", "doc_index", "doc_start"])
         cols = [r[c].to_pylist() for c in ("doc_lengths", "doc_segments", "doc_index", "doc_start")]
         return [{"doc": d, "start": s, "end": s + n, "segment": g} for n, g, d, s in zip(*cols, strict=True)]
+
+    def piece_arrays(self) -> dict[str, np.ndarray]:
+        """Every piece of every sequence, flat and in order: `seq`, `doc` (row in documents) and `length`
+        (int64 [n_pieces]); read column-wise from the memory-mapped shards, no per-row Python."""
+        seq, doc, length = [], [], []
+        for k, t in enumerate(self._rows.tables):
+            col = t.column("doc_lengths").combine_chunks()
+            parents = pa.compute.list_parent_indices(col).to_numpy().astype(np.int64)
+            seq.append(parents + self._rows.starts[k])
+            length.append(pa.compute.list_flatten(col).to_numpy().astype(np.int64))
+            doc.append(pa.compute.list_flatten(t.column("doc_index").combine_chunks()).to_numpy().astype(np.int64))
+        cat = lambda xs: np.concatenate(xs) if xs else np.zeros(0, np.int64)
+        return {"seq": cat(seq), "doc": cat(doc), "length": cat(length)}
 
     def tokenizer(self):
         from tokenizers import Tokenizer

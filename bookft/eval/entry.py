@@ -212,13 +212,13 @@ def evaluate(*, checkpoint: str | None, model_dir: str | None, tokenizer: str | 
     model = layout.place(model)  # the host copy load_params returned is dropped here
     results = run_niah(model, tok, settings, attend=attend, layout=layout, model_config=model_config,
                        model_info=info, console=console, progress=progress)
-    paths = write_report(results, out, probe_rows=_training_probe(checkpoint))
+    paths = write_report(results, out, probe_rows=training_probe(checkpoint))
     print_summary(results, console)
     console.print(f"wrote {paths['report']} and {paths['results']}")
     return results
 
 
-def _training_probe(checkpoint: str | None) -> list[dict]:
+def training_probe(checkpoint: str | None) -> list[dict]:
     """The needle-probe rows of the run a checkpoint comes from (RUN or RUN/checkpoints/STEP)."""
     if not checkpoint:
         return []

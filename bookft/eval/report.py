@@ -10,7 +10,6 @@ Design choices:
 
 from __future__ import annotations
 
-import base64
 import html
 import json
 from pathlib import Path
@@ -25,6 +24,10 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from bookft.errors import EvalError  # noqa: E402
+from bookft.eval.short_report import short_section  # noqa: E402
+from bookft.htmlpage import img as _img  # noqa: E402
+from bookft.htmlpage import page as _page  # noqa: E402
+from bookft.htmlpage import table as _table  # noqa: E402
 
 NIAH_CMAP = LinearSegmentedColormap.from_list("niah", ["#F0496E", "#EBB839", "#0CD79F"])
 
@@ -115,19 +118,6 @@ def plot_depth_curve(results: dict, path: Path) -> Path:
     return path
 
 
-def _img(path: Path) -> str:
-    data = base64.b64encode(path.read_bytes()).decode("ascii")
-    name = html.escape(path.name)
-    return (f'<figure><img src="data:image/png;base64,{data}" alt="{name}">'
-            f'<figcaption><a href="{name}">{name}</a></figcaption></figure>')
-
-
-def _table(header: list[str], rows: list[list[object]]) -> str:
-    th = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in r) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
-
-
 def _per_length_rows(results: dict) -> tuple[list[str], list[list[object]]]:
     key = results["summary"]["score"]
     depths = results["depths"]
@@ -148,16 +138,6 @@ def _settings_rows(results: dict) -> list[list[object]]:
     rows += [[f"model.{k}", json.dumps(v)] for k, v in results.get("model", {}).items()]
     rows += [[f"timing.{k}", json.dumps(v)] for k, v in results.get("timing", {}).items()]
     return rows
-
-
-_CSS = ("body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;"
-        "margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
-        "figure{display:inline-block;margin:0 1em 1em 0}.big{font-size:1.3em}")
-
-
-def _page(title: str, body: str) -> str:
-    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>{body}</body></html>")
 
 
 def plot_probe(rows: list[dict], path: Path) -> Path:
@@ -195,7 +175,8 @@ def _probe_section(rows: list[dict] | None, out: Path) -> str:
 
 def write_report(results: dict, out_dir: str | Path, probe_rows: list[dict] | None = None) -> dict[str, Path]:
     """results.json, heatmap.png, depth_curve.png, report.html in out_dir (and probe.png: retrieval
-    against training step, when `probe_rows` from the run's metrics.jsonl are given)."""
+    against training step, when `probe_rows` from the run's metrics.jsonl are given; and the short-context
+    check when `bookft eval short` wrote short.json to out_dir)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"results": out / "results.json"}
@@ -214,6 +195,7 @@ def write_report(results: dict, out_dir: str | Path, probe_rows: list[dict] | No
         f"<h2>Lost in the middle</h2>{_img(paths['depth_curve'])}"
         f"<h2>Per length</h2>{_table(header, rows)}"
         f"{_probe_section(probe_rows, out)}"
+        f"{short_section(out)}"
         f"<h2>Settings</h2>{_table(['key', 'value'], _settings_rows(results))}")
     paths["report"] = out / "report.html"
     paths["report"].write_text(_page(f"bookft eval: {results['task']}", body), encoding="utf-8")

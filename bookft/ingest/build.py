@@ -35,7 +35,6 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +46,8 @@ from bookft.errors import IngestError
 from bookft.ingest.cache import SourceCache, write_extract
 from bookft.ingest.config import IngestConfig
 from bookft.ingest.documents import Document
+from bookft.ingest.manifest import build_manifest
+from bookft.ingest.mix import mixing, plan_mix
 from bookft.ingest.neardup import NearDuplicates
 from bookft.ingest.sources import content_hash, extract, job_key, resolve_sources
 from bookft.ingest.tokenize import encode_source, fingerprint, load_tokenizer, special_ids, train_bpe, word_starts
@@ -141,7 +142,10 @@ class _Build:
     timings: dict[str, float] = field(default_factory=dict)
     cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds of this process (workers not included)
     specs: list = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)  # each spec's source name (the mix's and the manifest's)
+    unmixed: list[str] = field(default_factory=list)  # names of sources packed once each, outside the mix
     jobs: list = field(default_factory=list)
+    job_label: list[str] = field(default_factory=list)
     keys: list[str] = field(default_factory=list)
     hashes: list[str] = field(default_factory=list)
     todo: list[int] = field(default_factory=list)  # indices of the jobs extracted this time
@@ -165,6 +169,8 @@ class _Build:
     w_file: Path | None = None
     doc_off: list[int] = field(default_factory=lambda: [0])
     doc_coll: list[int] = field(default_factory=list)
+    doc_label: list[str] = field(default_factory=list)  # each kept document's source name
+    mix: dict | None = None  # the mix record (ingest/mix.py) when the build mixes
     bounds_parts: list[np.ndarray] = field(default_factory=list)
     bound_off: list[int] = field(default_factory=lambda: [0])
     n_tok_total: int = 0
@@ -185,19 +191,29 @@ class _Build:
                 yield i, d
 
 
-def _resolve(b: _Build, sources) -> None:
+def _resolve(b: _Build, sources, unmixed) -> None:
     cfg = b.cfg
     specs = list(sources or [])
+    b.unmixed = [str(s[0]) for s in unmixed or []]
+    specs += list(unmixed or [])  # before cfg.sources, where the retrieval build has always put them
     if cfg.sample is not None:
         from bookft.ingest.sample import generate_sample
 
         specs = generate_sample(b.root / "sample-sources", cfg.sample) + specs
+    b.labels = [str(s[0]) for s in specs] + [s.label for s in cfg.sources]
     specs += [(s.path, s.kind, s.collection, s.password()) for s in cfg.sources]  # password: from the environment
     if not specs:
         raise IngestError("no sources given: name files or folders, or a corpus YAML with `sources:`")
+    if mixing(cfg) and any(s.weight is not None for s in cfg.sources) and \
+            len(specs) > len(cfg.sources) + len(b.unmixed):
+        raise IngestError("the corpus YAML gives its sources weights, but sources named on the command line "
+                          "have none: list them under `sources:` with a weight")
     b.specs = specs
-    b.jobs, bad = resolve_sources(specs, cfg.extract, cfg.limits)
-    b.entries = [asdict(e) for e in bad]
+    for spec, label in zip(specs, b.labels, strict=True):  # one spec at a time: each job knows its source
+        jobs, bad = resolve_sources([spec], cfg.extract, cfg.limits)
+        b.jobs += jobs
+        b.job_label += [label] * len(jobs)
+        b.entries += [asdict(e) for e in bad]
 
 
 def _extract(b: _Build) -> None:
@@ -340,6 +356,7 @@ def _tokenize(b: _Build) -> None:
                     w_out.write(wk.tobytes())
                 b.doc_off.append(b.doc_off[-1] + len(seg))
                 b.doc_coll.append(coll_ids[name])
+                b.doc_label.append(b.job_label[i])
                 b.bounds_parts.append(bnds[boffs[k]:boffs[k + 1]])
                 b.bound_off.append(b.bound_off[-1] + len(b.bounds_parts[-1]))
                 b.n_tok_total += len(seg)
@@ -364,9 +381,13 @@ def _pack(b: _Build, tokens: FlatFile, doc_off_a: np.ndarray) -> None:
         return a + int(hit[-1]) if len(hit) else None
 
     seq_len = b.cfg.packing.seq_len
-    b.plan = pack(np.diff(doc_off_a), b.doc_coll, seq_len,
-                  boundaries=lambda d: bounds_flat[bound_off_a[d]:bound_off_a[d + 1]],
-                  slack=int(b.cfg.packing.split_slack * seq_len), word_cut=word_cut)
+    bounds = lambda d: bounds_flat[bound_off_a[d]:bound_off_a[d + 1]]
+    slack = int(b.cfg.packing.split_slack * seq_len)
+    if mixing(b.cfg):
+        b.plan, b.mix = plan_mix(b.cfg, b.labels, b.doc_label, np.diff(doc_off_a), b.doc_coll,
+                                 boundaries=bounds, slack=slack, word_cut=word_cut, unmixed=set(b.unmixed))
+    else:
+        b.plan = pack(np.diff(doc_off_a), b.doc_coll, seq_len, boundaries=bounds, slack=slack, word_cut=word_cut)
     b.progress.end()
 
 
@@ -394,58 +415,15 @@ def _write(b: _Build, tokens: FlatFile, doc_off_a: np.ndarray) -> None:
                 (staged / "tokenizer" / extra).write_bytes((Path(tc.path) / extra).read_bytes())
 
 
-def _manifest(b: _Build) -> dict:
-    cfg, tc, plan, info = b.cfg, b.cfg.tokenizer, b.plan, b.info
-    status = defaultdict(int)
-    for e in b.entries:
-        status[e["status"]] += 1
-    seq_len = cfg.packing.seq_len
-    capacity = len(plan.sequences) * seq_len
-    n_tok_total = b.n_tok_total
-    return {
-        "format": "bookft-corpus/1",
-        "name": cfg.name,
-        "version": None,
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "seq_len": seq_len,
-        "segments": cfg.packing.segments,
-        "tokenizer": {"fingerprint": b.fp, "vocab_size": b.tok.get_vocab_size(with_added_tokens=True),
-                      "eos_id": b.eos_id, "pad_id": b.pad_id, "origin": b.origin,
-                      "trained_vocab_size": tc.vocab_size if b.origin == "trained" else None,
-                      "eos_appended": b.eos is not None},
-        "counts": {"sources": len(b.specs), "jobs": len(b.jobs), "entries": dict(status),
-                   "documents": b.n_docs, "duplicates": len(b.duplicates) - b.n_near, "near_duplicates": b.n_near,
-                   "tokens": n_tok_total,
-                   "sequences": len(plan.sequences), "split_documents": plan.n_split_docs,
-                   "padding_tokens": capacity - n_tok_total,
-                   "fill": round(n_tok_total / capacity, 6) if capacity else 0.0,
-                   "chars": info["chars"], "pdf_pages": b.stats_total.get("pages", 0),
-                   "pdf_empty_pages": b.stats_total.get("empty_pages", 0),
-                   "secrets_redacted": sum(b.secrets_per_source.values())},
-        "secrets": {"per_source": b.secrets_per_source, "findings": b.secrets,
-                    "findings_not_listed": sum(b.secrets_per_source.values()) - len(b.secrets),
-                    "scanned": {"code": cfg.extract.secrets.code, "legal": cfg.extract.secrets.legal}},
-        "per_kind": info["per_kind"],
-        "data_hash": info["data_hash"],
-        "loss_weights": b.loss_weights is not None,
-        "work": {**b.cache.counters(), "documents_extracted": sum(len(b.heads[i]["documents"]) for i in b.todo),
-                 "sources_unchanged": len(b.jobs) - len(b.todo)},
-        "timings": {k: round(v, 3) for k, v in b.timings.items()},
-        "cpu_seconds": {k: round(v, 3) for k, v in b.cpu.items()},
-        "config": json.loads(json.dumps(asdict(cfg), default=str)),
-        "sources": b.entries,
-        "source_hashes": {job.path: b.hashes[i] for i, job in enumerate(b.jobs)},  # per job, for refresh diffs
-        "duplicates": b.duplicates,
-    }
-
-
 def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple] | None = None,
-                 loss_weights: LossWeightsFn | None = None,
+                 unmixed: list[tuple] | None = None, loss_weights: LossWeightsFn | None = None,
                  before_publish: Callable[[Path, dict], bool] | None = None) -> dict:
     """Build and publish a new corpus version in `cfg.out`; returns its manifest. Raises IngestError if
     nothing could be ingested.
 
     sources: [(path, kind, collection)] or [(path, kind, collection, pdf_password)] besides cfg.sources.
+    unmixed: sources like those, that a mix (ingest/mix.py) packs once each, whole, outside its shares
+    (the synthesized retrieval examples, whose share is retrieval.rate); without a mix, plain sources.
 
     loss_weights(document, token_ids int32 [n]) -> float32 [n] or None (= all 1.0): the hook for
     synthesized retrieval examples (issue 9); when given, sequences carry a `loss_weights` column.
@@ -465,7 +443,7 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple] | Non
     clean_stale(root)
     b = _Build(cfg=cfg, progress=progress or NullProgress(), root=root, cache=SourceCache(root),
                loss_weights=loss_weights)
-    _resolve(b, sources)
+    _resolve(b, sources, unmixed)
     with b.phase("extract"):
         _extract(b)
     _collect_entries(b)
@@ -484,7 +462,7 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple] | Non
         _pack(b, tokens, doc_off_a)
     with b.phase("write"):
         _write(b, tokens, doc_off_a)
-    manifest = _manifest(b)
+    manifest = build_manifest(b)
     n = max([int(x) for x in os.listdir(root / "versions") if x.isdigit()], default=0) + 1
     manifest["version"] = n
     manifest["timings"]["total"] = round(time.perf_counter() - t0, 3)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from bookft.errors import ConfigError
+from bookft.ingest.mix_config import POLICIES, MixConfig, Policy, UpsampleLong  # issue 20: the mix
 from bookft.ingest.retrieval_config import RetrievalConfig  # issue 9: synthesized retrieval examples
 
 ENGINES = ("local", "ray")  # where the per-source extraction jobs run (bookft/ingest/ray_engine.py)
@@ -30,8 +31,20 @@ class SourceConfig:
     pdf_password_env: str | None = None  # name of an environment variable holding the password that opens
     #   this source's encrypted PDFs (files the user owns). A name, not the password: corpus YAML gets
     #   committed and the manifest copies the config. `--pdf-password` does the same for command-line sources.
+    name: str | None = None  # how the mix and the manifest name this source (default: its path)
+    weight: float | None = None  # relative share of the long tokens (ingest/mix_config.py); None: natural
+    policy: Policy = "split"  # a document longer than packing.seq_len: split | truncate | drop
+    upsample_long: UpsampleLong | None = None  # draw long documents of this source more often (Fu et al.)
+
+    @property
+    def label(self) -> str:
+        return self.name or self.path
 
     def validate(self) -> None:
+        if self.weight is not None and not self.weight > 0:
+            raise ConfigError(f"source {self.label}: weight must be > 0, got {self.weight}")
+        if self.policy not in POLICIES:
+            raise ConfigError(f"source {self.label}: policy must be one of {', '.join(POLICIES)}, got {self.policy!r}")
         if self.pdf_password_env is not None and not self.pdf_password_env.replace("_", "").isalnum():
             raise ConfigError(f"sources[].pdf_password_env: expected an environment variable name, "
                               f"got {self.pdf_password_env!r}")
@@ -167,8 +180,26 @@ class IngestConfig:
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     packing: PackingConfig = field(default_factory=PackingConfig)
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)  # rate 0 = off
+    mix: MixConfig = field(default_factory=MixConfig)  # nothing set = every document once, as before
 
     def validate(self) -> None:
+        labels = [s.label for s in self.sources]
+        dup = sorted({x for x in labels if labels.count(x) > 1})
+        if dup:
+            raise ConfigError(f"sources: two sources share the name {dup[0]!r}; give them distinct `name:`s")
+        short = self.mix.short_source
+        if short is not None and short not in labels:
+            raise ConfigError(f"mix.short_source: no source is named {short!r} (names: {', '.join(labels) or 'none'})")
+        for s in self.sources:
+            if s.label == short and s.weight is not None:
+                raise ConfigError(f"source {short}: the short source takes mix.short_share, not a weight")
+        weighted = [s.weight is not None for s in self.sources if s.label != short]
+        if any(weighted) and not all(weighted):
+            missing = next(s.label for s in self.sources if s.label != short and s.weight is None)
+            raise ConfigError(f"source {missing}: has no weight while other sources have one; give every "
+                              "source a weight, or none (natural shares)")
+        if any(weighted) and self.sample is not None:
+            raise ConfigError("sample: the built-in sample's sources carry no weight; drop `sample:` or the weights")
         if self.workers < 0:
             raise ConfigError(f"workers: must be >= 0, got {self.workers}")
         if self.engine not in ENGINES:

@@ -53,6 +53,8 @@ def build_with_retrieval(cfg, progress=None, *, sources=None) -> dict:
     vdir = Path(plain["path"])
     tok = load_tokenizer(vdir / "tokenizer" / "tokenizer.json")
     docs = datasets.load_from_disk(str(vdir / "documents")).select_columns(["text", "kind"]).to_list()
+    held = set((plain.get("mix") or {}).get("held_out", []))  # held out for `eval short`: not material either
+    docs = [d for i, d in enumerate(docs) if i not in held]
     n_plain = int(plain["counts"]["sequences"])
     n_synth = max(1, round(n_plain * r.rate / (1.0 - r.rate)))
     synth_dir = Path(cfg.out) / "retrieval-sources"
@@ -69,8 +71,8 @@ def build_with_retrieval(cfg, progress=None, *, sources=None) -> dict:
         progress.end()
     cfg2 = replace(cfg, tokenizer=replace(cfg.tokenizer, retrain=False))  # reuses the plain version's BPE
     files = sorted(synth_dir.glob("retrieval-*.jsonl"))  # one collection per sequence: one whole sequence
-    final = build_corpus(cfg2, progress, sources=sources + [(str(f), "jsonl", f.stem) for f in files],
-                         loss_weights=loss_weights_fn(tok, r))
+    final = build_corpus(cfg2, progress, sources=sources, unmixed=[(str(f), "jsonl", f.stem) for f in files],
+                         loss_weights=loss_weights_fn(tok, r))  # unmixed: retrieval.rate is their share
     summary = {"plain_version": plain["version"], "plain_sequences": n_plain, "synthesized_sequences": n_synth,
                **counts, "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(r).items()}}
     tmp = Path(final["path"]) / ".retrieval.json.tmp"
