@@ -41,6 +41,7 @@ COMMAND_MODULES = (
     "bookft.commands.model",
     "bookft.commands.plan",
     "bookft.commands.pipelines",
+    "bookft.commands.launch",
     "bookft.quickstart",
 )
 

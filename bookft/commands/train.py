@@ -37,7 +37,10 @@ def train_command(
 
     cfg = resolve_model_config(cfg, model)  # --model: the loaded folder's shape, which is what trains
     run = run_dir or Path("runs") / cfg.name
-    console = Console()
+    from bookft.parallel.distributed import start
+
+    primary = start(cfg.parallel) == 0  # multi-host: the runtime first; process 0 alone reports
+    console = Console(quiet=not primary)
     source = f" from {cfg.model.hf_path}" if cfg.model.hf_path else ""
     console.print(f"[bold]bookft train[/] {cfg.name}: model {cfg.model.model_type} "
                   f"{cfg.model.num_layers}x{cfg.model.hidden_size}{source}, attention {cfg.attention.strategy}/"
@@ -51,6 +54,8 @@ def train_command(
     if result.interrupted:
         console.print(f"[yellow]stopped by signal at step {result.step}; checkpoint saved in {run}/checkpoints")
         raise typer.Exit(143)
+    if not primary:
+        return
     if not result.losses and result.step == 0:
         raise TrainError("no steps were run (train.steps is 0)")
     last = result.losses.get(result.step)

@@ -7,6 +7,10 @@ Design choices:
   sequence i touches only that row's pages. `input_ids` comes back zero-copy.
 - segment_ids / positions / loss_weights are derived from the stored per-piece lengths and segment
   numbers (`doc_lengths`, `doc_segments`), so they are exact by construction.
+- A host of a multi-host job reads only the tokens its devices hold: `layout(i)` gives a sequence's
+  segment ids, positions and loss weights (metadata, no tokens) and `tokens(i, at)` the token ids
+  at the positions `at`. `reads` counts what was read (distinct sequences, token ids), which
+  `bookft train` reports per host (RUN_DIR/hosts/).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import bisect
 import json
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -60,6 +65,17 @@ class _ArrowRows:
         return {c: t.column(c).chunk(0).flatten() if c in t.column_names else None for c in columns}
 
 
+@dataclass
+class ReadCounts:
+    """What a reader has read: the distinct sequences it touched and the token ids it fetched."""
+
+    sequences: set[int] = field(default_factory=set)
+    tokens: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {"sequences": len(self.sequences), "tokens": self.tokens}
+
+
 class Corpus:
     def __init__(self, path: str | Path) -> None:
         self.path = resolve_version(path)
@@ -76,6 +92,7 @@ class Corpus:
         self.eos_id = tok.get("eos_id")
         self._rows = _ArrowRows(self.path / "sequences")
         self._has_weights = "loss_weights" in self._rows.tables[0].column_names if self._rows.tables else False
+        self.reads = ReadCounts()
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -85,16 +102,32 @@ class Corpus:
 
     def sequence(self, i: int) -> dict[str, np.ndarray]:
         """input_ids, segment_ids, positions (int32) and loss_weights (float32), each [seq_len]."""
-        cols = ["input_ids", "doc_lengths", "doc_segments"] + (["loss_weights"] if self._has_weights else [])
+        return {"input_ids": self.tokens(i), **self.layout(i)}
+
+    def layout(self, i: int) -> dict[str, np.ndarray]:
+        """segment_ids, positions (int32) and loss_weights (float32) of sequence i, each [seq_len]:
+        everything but the token ids."""
+        cols = ["doc_lengths", "doc_segments"] + (["loss_weights"] if self._has_weights else [])
         r = self._rows.row(i, cols)
-        ids = r["input_ids"].to_numpy(zero_copy_only=True)
         seg, pos = expand_segments(r["doc_lengths"].to_numpy(), r["doc_segments"].to_numpy(), self.seq_len)
         w = r.get("loss_weights")
         if w is not None and len(w) == self.seq_len:
             weights = w.to_numpy(zero_copy_only=False).astype(np.float32)
         else:
             weights = (seg > 0).astype(np.float32)
-        return {"input_ids": ids, "segment_ids": seg, "positions": pos, "loss_weights": weights}
+        self.reads.sequences.add(i)
+        return {"segment_ids": seg, "positions": pos, "loss_weights": weights}
+
+    def tokens(self, i: int, at: np.ndarray | None = None) -> np.ndarray:
+        """The token ids of sequence i (int32 [seq_len]), or only those at positions `at`; the file is
+        memory-mapped, so only the pages holding them are touched."""
+        ids = self._rows.row(i, ["input_ids"])["input_ids"].to_numpy(zero_copy_only=True)
+        self.reads.sequences.add(i)
+        if at is None:
+            self.reads.tokens += len(ids)
+            return ids
+        self.reads.tokens += len(at)
+        return ids[at]
 
     def pieces(self, i: int) -> list[dict]:
         """The document pieces of sequence i: doc (row in documents), start/end token offsets, segment."""

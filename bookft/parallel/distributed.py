@@ -6,15 +6,27 @@ server), under SLURM, and from the usual coordinator variables on GPU clusters
 `parallel.distributed: true|false` forces the choice; the default (null) initialises when the
 environment says the job has more than one process. Every host then runs the same program and
 `bookft.train.data` builds only the rows of its own devices.
+
+Design choices:
+- `start(parallel_cfg)` is the one entry point, before anything touches a device: the simulated
+  CPU devices (`parallel.cpu_devices` counts the whole job's, so one config gives the same mesh in
+  one process or N: each process asks for its share), gloo collectives for a CPU job (XLA's CPU
+  client has no cross-process collectives without them), then `jax.distributed.initialize()`.
+- `check_agreement(facts)`: every process publishes what it will run (the flattened run config, the
+  corpus version) in the coordinator's key-value store and compares with process 0; a host that
+  differs is named with the keys and both values, on every host, before anything compiles.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 
 from bookft.errors import ConfigError
 
 _done = False
+_agreements = 0
 
 
 def wants_distributed(env=os.environ) -> bool:
@@ -35,6 +47,7 @@ def maybe_initialize(distributed: bool | None, env=os.environ) -> bool:
         return False
     import jax
 
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPU only; accelerators ignore it
     kwargs = {}
     addr = env.get("JAX_COORDINATOR_ADDRESS") or env.get("COORDINATOR_ADDRESS")
     if addr:
@@ -51,3 +64,65 @@ def maybe_initialize(distributed: bool | None, env=os.environ) -> bool:
     _done = True
     return True
 
+
+
+def processes_hint(env=os.environ) -> int:
+    """The job's process count as the environment states it (1 when it does not say)."""
+    return max(int(env.get("JAX_NUM_PROCESSES", "1") or 1), 1)
+
+
+def start(cfg, env=os.environ) -> int:
+    """Devices and the multi-controller runtime for a ParallelConfig, before jax's backend starts;
+    the index of this process."""
+    if cfg.cpu_devices:  # the job's simulated CPU devices, shared out over its processes
+        from bookft.parallel.mesh import ensure_cpu_devices
+
+        n = processes_hint(env) if cfg.distributed is not False else 1
+        if cfg.cpu_devices % n:
+            raise ConfigError(f"parallel.cpu_devices={cfg.cpu_devices} does not split over the job's {n} "
+                              "processes; use a multiple of JAX_NUM_PROCESSES")
+        ensure_cpu_devices(cfg.cpu_devices // n)
+    maybe_initialize(cfg.distributed, env)
+    import jax
+
+    return jax.process_index()
+
+
+def check_agreement(facts: dict[str, str], *, what: str = "the run", timeout_s: float = 300) -> None:
+    """Raise ConfigError on every process when any process's `facts` (plain strings by key) differ
+    from process 0's, naming the process, its host and each differing key with both values."""
+    import jax
+
+    if jax.process_count() == 1:
+        return
+    global _agreements
+    _agreements += 1
+    from jax._src.distributed import global_state  # the coordinator's key-value store
+
+    client = global_state.client
+    me, n = jax.process_index(), jax.process_count()
+    key = f"bookft/agree/{_agreements}/{{}}"
+    client.key_value_set(key.format(me), json.dumps({"host": socket.gethostname(), "facts": facts}))
+    got = {}
+    for p in range(n):
+        try:
+            got[p] = json.loads(client.blocking_key_value_get(key.format(p), int(timeout_s * 1000)))
+        except Exception as e:
+            raise ConfigError(f"process {me}: process {p} did not report {what} within {timeout_s:.0f} s "
+                              f"({type(e).__name__}: {str(e)[:200]}); is it running the same command?") from e
+    ref = got[0]["facts"]
+    for p in range(1, n):
+        mine = got[p]["facts"]
+        diff = [k for k in sorted(set(ref) | set(mine)) if ref.get(k) != mine.get(k)]
+        if diff:
+            shown = "; ".join(f"{k}: {_short(mine.get(k))} on process {p}, {_short(ref.get(k))} on process 0"
+                              for k in diff[:5])
+            more = f" (and {len(diff) - 5} more)" if len(diff) > 5 else ""
+            raise ConfigError(f"hosts disagree on {what}: process {p} (host {got[p]['host']}) differs from "
+                              f"process 0 (host {got[0]['host']}): {shown}{more}; every host must run the "
+                              "same command with the same config and corpus version")
+
+
+def _short(v, n: int = 80) -> str:
+    s = "(missing)" if v is None else str(v)
+    return s if len(s) <= n else s[: n - 3] + "..."

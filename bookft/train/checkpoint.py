@@ -5,6 +5,9 @@ Design choices:
   writing its shards) and `meta` (JSON: step, data position, RNG seed, corpus version, config
   digest). Tools that only need weights (`bookft eval`, `bookft export`) restore `params` alone.
 - Async saves (`checkpoint.async_save`), keep the last `checkpoint.keep`.
+- Multi-host: every process calls save and restore (orbax writes each array's shards once, from
+  the process that holds them, and the step's metadata from process 0); only process 0 moves a
+  broken step aside, and the others wait for it at a barrier.
 - Restore walks the steps newest first: a latest checkpoint that is partial or corrupt (a run
   killed while writing it, a truncated file) is reported and the previous one is used.
 - The data position is the step number, since batches are a pure function of (seed, step).
@@ -78,7 +81,8 @@ class Checkpointer:
                 msg = f"checkpoint {self.dir / str(step)} cannot be restored ({type(e).__name__}: " \
                       f"{str(e)[:200]}); falling back to the previous one"
                 log.warning(msg)
-                print(f"warning: {msg}")
+                if jax.process_index() == 0:
+                    print(f"warning: {msg}")
                 self._set_aside(step)
         return None
 
@@ -90,6 +94,10 @@ class Checkpointer:
                 if dst.exists():
                     shutil.rmtree(dst)
                 src.rename(dst)
+        if jax.process_count() > 1:  # every host sees the step set aside before it looks again
+            from jax.experimental import multihost_utils
+
+            multihost_utils.sync_global_devices(f"bookft: checkpoint {step} set aside")
         self.manager.reload()
 
 

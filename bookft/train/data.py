@@ -20,7 +20,10 @@ Design choices:
   too; each token's output and the loss are unchanged. Evaluation and prefill do not use this path.
   `data.arrange` picks the arrangement: `swaps` (placement, then block swaps; the default),
   `placement` (no swaps) or `none` (zig-zag alone).
-- Each host builds only the rows its devices hold (jax.make_array_from_callback asks per device).
+- Each host builds only the rows its devices hold (jax.make_array_from_callback asks per device),
+  and of those only the stored columns they hold: a row is planned from the corpus sequence's
+  layout (segment ids, positions, loss weights), and only the token ids of the columns held (plus
+  each one's next token, for the target) are read (`Corpus.tokens(i, at)`).
 """
 
 from __future__ import annotations
@@ -129,6 +132,7 @@ class Batches:
         self.grad_accum = grad_accum
         self._perm_cache: dict[tuple[int, int], np.ndarray] = {}
         self._targeted: np.ndarray | None = None
+        self._layouts: dict[int, dict[str, np.ndarray]] = {}
 
     def eligible(self, row_len: int) -> np.ndarray | None:
         """Corpus sequences a stage of `row_len` draws from (None = all): in a corpus with
@@ -138,7 +142,8 @@ class Batches:
         if not (Path(self.corpus.path) / "retrieval.json").is_file():
             return None
         if self._targeted is None:
-            self._targeted = np.array([fitting_row_len(self.corpus.sequence(i)) for i in range(len(self.corpus))])
+            read = getattr(self.corpus, "layout", self.corpus.sequence)
+            self._targeted = np.array([fitting_row_len(read(i)) for i in range(len(self.corpus))])
         ok = np.flatnonzero((self._targeted <= row_len) & (row_len % np.maximum(self._targeted, 1) == 0))
         if ok.size == 0:
             raise TrainError(f"{self.corpus.path}: no sequence fits rows of {row_len} tokens (each holds "
@@ -170,38 +175,94 @@ class Batches:
                              f"train.grad_accum={self.grad_accum} micro-batches")
         return BatchPlan(rows=rows, row_len=row_len, grad_accum=self.grad_accum)
 
-    def rows_for_step(self, step: int, row_len: int, row_ids=None, data: str = "corpus") -> dict[str, np.ndarray]:
-        """Numpy rows [n, row_len] of step `step` (all rows, or just `row_ids`); `data="copy"`: the
-        synthetic copy rows of an induction warm-up stage (bookft.train.synthetic) instead."""
-        from bookft.attention.balance import arrange_documents, load_balance
+    def rows_for_step(self, step: int, row_len: int, row_ids=None, data: str = "corpus",
+                      cols: slice = slice(None)) -> dict[str, np.ndarray]:
+        """Numpy rows [n, row_len] of step `step` (all rows, or just `row_ids`), in stored order, or
+        only the stored columns `cols` of them; `data="copy"`: the synthetic copy rows of an
+        induction warm-up stage (bookft.train.synthetic) instead.
 
+        A corpus row is planned from the sequence's layout (segment ids, positions, loss weights:
+        no tokens): which corpus position each stored column holds (`src`). Only the token ids at
+        the stored columns asked for (and the next position of each, for the target) are read, so a
+        host reads only the sequence slices its devices hold."""
         per_seq = self.corpus.seq_len // row_len
         rows = range(self.batch_size * per_seq) if row_ids is None else row_ids
         out = {k: [] for k in FIELDS}
-        cache: dict[int, dict[str, np.ndarray]] = {}
         for r in rows:
             if data == "copy":
                 from bookft.train.synthetic import copy_sequence
 
                 row = shift_targets(copy_sequence(self.seed, step, r, row_len, self.corpus.vocab_size,
                                                   reserved=self.reserved_ids))
+                src = np.arange(row_len)
+                row, src = self._stored_order(row, src)
+                row = {f: x[cols] for f, x in row.items()}
             else:
-                k, part = divmod(r, per_seq)
-                if k not in cache:
-                    idx = self.sequence_index(step * self.batch_size + k, row_len)
-                    cache[k] = shift_targets(self.corpus.sequence(idx))
-                seq = cache[k]
-                row = {f: seq[f][part * row_len:(part + 1) * row_len] for f in FIELDS}
-                if part:
-                    row = drop_cut_example(row)
-            if self.cp > 1 and self.arrange:  # load balance of packed documents (bookft.attention.balance)
-                order, new_ids = arrange_documents(row["segment_ids"], self.cp, block=self.balance_block,
-                                                   refine=self.block_swaps)
-                row = {f: new_ids if f == "segment_ids" else x[order] for f, x in row.items()}
+                row = self._corpus_row(step, row_len, r, cols)
             for f in FIELDS:
-                x = row[f]
-                out[f].append(load_balance(x, self.cp, axis=0) if self.cp > 1 else x)
+                out[f].append(row[f])
         return {f: np.stack(v) for f, v in out.items()}
+
+    def _stored_order(self, row: dict[str, np.ndarray], src: np.ndarray):
+        """A natural-order row (and its source positions) -> stored order: documents arranged for
+        the load balance (bookft.attention.balance), then zig-zag."""
+        from bookft.attention.balance import arrange_documents, load_balance
+
+        if self.cp > 1 and self.arrange:
+            order, new_ids = arrange_documents(row["segment_ids"], self.cp, block=self.balance_block,
+                                               refine=self.block_swaps)
+            row = {f: new_ids if f == "segment_ids" else x[order] for f, x in row.items()}
+            src = src[order]
+        if self.cp > 1:
+            row = {f: load_balance(x, self.cp, axis=0) for f, x in row.items()}
+            src = load_balance(src, self.cp, axis=0)
+        return row, src
+
+    def _layout(self, idx: int) -> dict[str, np.ndarray]:
+        """Corpus sequence idx's layout with its shifted weights and same-document mask (cached: the
+        devices of one step ask for the same sequences)."""
+        got = self._layouts.get(idx)
+        if got is None:
+            reader = getattr(self.corpus, "layout", None)  # a corpus-like object with only sequence(i) reads whole
+            lay = dict(reader(idx) if reader else self.corpus.sequence(idx))
+            seg = lay["segment_ids"]
+            lw = lay.get("loss_weights")
+            if lw is None:
+                lw = (seg != 0).astype(np.float32)
+            same = np.zeros(seg.shape, dtype=bool)
+            same[:-1] = (seg[1:] == seg[:-1]) & (seg[:-1] != 0)
+            weights = np.zeros(seg.shape, dtype=np.float32)
+            weights[:-1] = lw[1:]
+            got = {"segment_ids": seg.astype(np.int32), "positions": lay["positions"].astype(np.int32),
+                   "weights": np.where(same, weights, 0.0).astype(np.float32), "same": same}
+            if "input_ids" in lay:
+                got["input_ids"] = lay["input_ids"]
+            if len(self._layouts) > 4 * self.batch_size:
+                self._layouts.clear()
+            self._layouts[idx] = got
+        return got
+
+    def _corpus_row(self, step: int, row_len: int, r: int, cols: slice) -> dict[str, np.ndarray]:
+        k, part = divmod(r, self.corpus.seq_len // row_len)
+        idx = self.sequence_index(step * self.batch_size + k, row_len)
+        lay = self._layout(idx)
+        at = np.arange(part * row_len, (part + 1) * row_len)
+        row = {f: lay[f][at] for f in ("segment_ids", "positions", "weights")}
+        if part:
+            row = drop_cut_example(row)
+        row["same"] = lay["same"][at]
+        row, src = self._stored_order(row, at)
+        row = {f: x[cols] for f, x in row.items()}
+        src = src[cols]
+        nxt = np.minimum(src + 1, self.corpus.seq_len - 1)
+        need = np.union1d(src, nxt)  # token ids read: the columns held and each one's next token
+        if "input_ids" in lay:
+            ids = lay["input_ids"][need]
+        else:
+            ids = self.corpus.tokens(idx, need)
+        row["input_ids"] = ids[np.searchsorted(need, src)].astype(np.int32)
+        row["targets"] = np.where(row.pop("same"), ids[np.searchsorted(need, nxt)], 0).astype(np.int32)
+        return row
 
     @property
     def reserved_ids(self) -> int:
@@ -226,16 +287,15 @@ class Batches:
         cache: dict[tuple, dict[str, np.ndarray]] = {}
 
         def rows_of(index):
-            a = range(shape[0])[index[0]]
-            b = range(shape[1])[index[1]]
-            key = (a.start, a.stop, a.step, b.start, b.stop, b.step)
-            if key not in cache:
+            a, b, c = (range(n)[i] for n, i in zip(shape, index, strict=True))
+            key = tuple((x.start, x.stop, x.step) for x in (a, b, c))
+            if key not in cache:  # the fields of one device's block, read once
                 ids = [i * shape[1] + j for i in a for j in b]
-                got = self.rows_for_step(step, row_len, ids, data=data)
-                cache[key] = {f: v.reshape(len(a), len(b), row_len) for f, v in got.items()}
+                got = self.rows_for_step(step, row_len, ids, data=data, cols=index[2])
+                cache[key] = {f: v.reshape(len(a), len(b), len(c)) for f, v in got.items()}
             return cache[key]
 
         def piece(f):
-            return lambda idx: rows_of(idx)[f][:, :, idx[2]]
+            return lambda idx: rows_of(idx)[f]
 
         return {f: jax.make_array_from_callback(shape, shardings[f], piece(f)) for f in FIELDS}

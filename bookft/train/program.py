@@ -32,8 +32,8 @@ from flax import nnx
 
 from bookft.attention.resolution import AxesChoice, Resolved, choose_axes, resolve
 from bookft.errors import ConfigError
-from bookft.parallel.distributed import maybe_initialize
-from bookft.parallel.mesh import ensure_cpu_devices, make_mesh, resolve_axis_sizes
+from bookft.parallel.distributed import start
+from bookft.parallel.mesh import make_mesh, resolve_axis_sizes
 from bookft.train.config import RunConfig
 from bookft.train.optimizer import make_optimizer
 from bookft.train.step import (
@@ -87,9 +87,7 @@ def choose_mesh_axes(cfg: RunConfig, n: int) -> tuple[RunConfig, AxesChoice]:
 
 def train_mesh(cfg: RunConfig) -> tuple[RunConfig, object, AxesChoice]:
     """(cfg with its attention choice made, the mesh over this job's devices, the choice)."""
-    if cfg.parallel.cpu_devices:  # before the backend starts; ignored on accelerators
-        ensure_cpu_devices(cfg.parallel.cpu_devices)
-    maybe_initialize(cfg.parallel.distributed)  # multi-host: before any device is touched
+    start(cfg.parallel)  # simulated CPU devices, multi-host runtime: before any device is touched
     devices = jax.devices()[: n_devices(cfg)]
     cfg, choice = choose_mesh_axes(cfg, len(devices))
     return cfg, make_mesh(cfg.parallel, devices), choice

@@ -34,6 +34,27 @@ def config_digest(cfg: RunConfig) -> str:
     return hashlib.sha256(json.dumps(to_dict(cfg), sort_keys=True).encode()).hexdigest()[:16]
 
 
+def run_facts(cfg: RunConfig, corpus) -> dict[str, str]:
+    """What every host of a job must agree on: each key of the run config (flattened, a.b.c) and the
+    corpus version (its resolved folder, manifest version and tokenizer fingerprint)."""
+    facts = {f"config.{k}": json.dumps(v, sort_keys=True) for k, v in _flat(to_dict(cfg)).items()}
+    manifest = getattr(corpus, "manifest", {})
+    facts.update({"corpus.path": str(corpus.path), "corpus.version": str(manifest.get("version", "")),
+                  "corpus.sequences": str(len(corpus)),
+                  "corpus.tokenizer_fingerprint": str(getattr(corpus, "fingerprint", ""))})
+    return facts
+
+
+def _flat(d: dict, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
 def losses_from_log(run_dir: str | Path) -> dict[int, float]:
     p = Path(run_dir) / "metrics.jsonl"
     out: dict[int, float] = {}

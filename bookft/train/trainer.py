@@ -20,8 +20,10 @@ Design choices:
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
+import socket
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -32,6 +34,7 @@ import jax
 import numpy as np
 
 from bookft.errors import TrainError
+from bookft.parallel.distributed import check_agreement
 from bookft.parallel.hardware import chip_for_device, peak_memory_bytes
 from bookft.train import gate
 from bookft.train.checkpoint import Checkpointer
@@ -40,7 +43,7 @@ from bookft.train.curriculum import stage_data, stage_len
 from bookft.train.data import Batches
 from bookft.train.metrics import MetricsLog, mfu
 from bookft.train.program import build_program, check_rows, resolve_model_config, train_mesh
-from bookft.train.rundir import check_run_dir, config_digest, write_config
+from bookft.train.rundir import check_run_dir, config_digest, run_facts, write_config
 from bookft.train.step import batch_sharding
 
 
@@ -110,6 +113,7 @@ class Trainer:
         from bookft.corpus import open_corpus
 
         self.corpus = open_corpus(cfg.data.corpus)
+        check_agreement(run_facts(cfg, self.corpus), what="the run config and corpus version")
         vocab = self.corpus.vocab_size
         if vocab > cfg.model.vocab_size:
             raise TrainError(f"{self.corpus.path}: the corpus tokenizer has {vocab} tokens but the model's "
@@ -214,6 +218,17 @@ class Trainer:
                 "mfu": mfu(self.flops_per_token(self.cfg.model, row_len), tps, self.mesh.size, peak),
                 "peak_memory_bytes": peak_memory_bytes(jax.devices()[0])}
 
+    def report_reads(self, step: int) -> Path:
+        """RUN_DIR/hosts/PROCESS.json: what this process read from the corpus (distinct sequences,
+        token ids) in this invocation, with its devices: each host reads only its devices' share."""
+        out = self.run_dir / "hosts" / f"{jax.process_index()}.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({
+            "process": jax.process_index(), "processes": jax.process_count(), "host": socket.gethostname(),
+            "devices": [d.id for d in jax.local_devices()], "steps": [self.start_step, step],
+            "corpus_reads": self.corpus.reads.as_dict()}, indent=1) + "\n")
+        return out
+
     # -- the loop --------------------------------------------------------------------------------
 
     def train_step(self, step: int) -> float:
@@ -238,7 +253,8 @@ class Trainer:
             self.add_hook(h, h.every)
         self.total, self.progress = self.cfg.train.steps, progress
         self.log = MetricsLog(self.run_dir, enabled=log_metrics and jax.process_index() == 0)
-        self.log.truncate_after(self.start_step)
+        if self.log.enabled:
+            self.log.truncate_after(self.start_step)
         losses: dict[int, float] = {}
         step, tps = self.start_step, None
         try:
@@ -259,6 +275,7 @@ class Trainer:
                 if step > 0:
                     self.save(step, force=True)
             self.ckpt.wait()
+            self.report_reads(step)
             return TrainResult(self.run_dir, step, losses, tokens_per_s=tps, curriculum_steps=self._stages())
         except Preempted:
             return TrainResult(self.run_dir, step, losses, interrupted=True, tokens_per_s=tps,
@@ -279,7 +296,8 @@ def train(cfg: RunConfig, *, run_dir: str | Path, model_path: str | Path | None 
     trainer = Trainer(cfg, run_dir=run_dir, model_path=model_path)
     if announce is not None and trainer.axes_choice.why:
         announce(trainer.axes_choice.why)
-    write_config(run_dir, trainer.configured)
-    # The run's tokenizer travels with it (eval, export), whatever happens to the corpus later.
-    shutil.copyfile(trainer.corpus.tokenizer_path, run_dir / "tokenizer.json")
+    if jax.process_index() == 0:  # one writer for the run's files (a shared file system on a pod)
+        write_config(run_dir, trainer.configured)
+        # The run's tokenizer travels with it (eval, export), whatever happens to the corpus later.
+        shutil.copyfile(trainer.corpus.tokenizer_path, run_dir / "tokenizer.json")
     return trainer.run(progress=progress, log_metrics=log_metrics, hooks=hooks)

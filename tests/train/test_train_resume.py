@@ -12,17 +12,12 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from bookft.cli import app
 from bookft.errors import AttentionError, ConfigError, TrainError
 from bookft.train.checkpoint import Checkpointer, restore_params
 from bookft.train.config import load_run_config
 from bookft.train.rundir import losses_from_log
 from bookft.train.trainer import train
-
-WORDS = ("the river carried old letters past the mill while the clerk counted seven barrels of salt "
-         "and a quiet voice read the law of the harbour aloud to nobody in particular").split()
 
 CONFIG = """
 name: t
@@ -36,20 +31,9 @@ checkpoint: {every: 1, keep: 10, async_save: false}
 """
 
 
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    root = tmp_path_factory.mktemp("train_corpus")
-    src = root / "src"
-    src.mkdir()
-    rng = np.random.default_rng(0)
-    for i in range(6):
-        paras = ["\n".join(" ".join(rng.choice(WORDS, 12)) for _ in range(4)) for _ in range(6)]
-        (src / f"doc{i}.txt").write_text("\n\n".join(paras) + "\n")
-    out = root / "corpus"
-    res = CliRunner().invoke(app, ["ingest", str(src), "--out", str(out), "--seq-len", "128",
-                                   "--vocab-size", "300", "--workers", "0"])
-    assert res.exit_code == 0, res.output
-    return out
+@pytest.fixture()
+def corpus(words_corpus):
+    return words_corpus
 
 
 @pytest.fixture()

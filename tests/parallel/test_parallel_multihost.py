@@ -1,0 +1,237 @@
+"""Multi-host training with real processes (issue 18): `bookft train` as 2 processes x 4 simulated CPU
+devices (gloo collectives, coordinator on 127.0.0.1 and a free port) with context parallelism across
+the process boundary gives the losses of one process with 8 devices; each process reads only its
+devices' rows and sequence slices; only process 0 reports; a kill -9 resume is exact; hosts that
+disagree on the config are named. Every child has a timeout and is killed with its group."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from bookft.corpus import open_corpus
+from bookft.parallel.launch import free_port, spawn, stop, wait_all
+from bookft.train.config import load_run_config
+from bookft.train.data import Batches, drop_cut_example, shift_targets
+from bookft.train.rundir import losses_from_log
+from bookft.train.trainer import train
+
+CONFIG = """
+name: mh
+model: {vocab_size: 320, hidden_size: 32, intermediate_size: 64, num_layers: 1, num_heads: 2,
+        num_kv_heads: 2, compute_dtype: float32, remat: none}
+attention: {strategy: ring, kernel: xla, block_q: 8, block_kv: 8}
+parallel: {mesh: MESH, cpu_devices: 8}
+data: {corpus: CORPUS, batch_size: 2, seq_len: 128}
+train: {steps: STEPS, loss_chunk: 32, optimizer: {lr: 3.0e-3, warmup_steps: 2}}
+checkpoint: {every: 1, keep: 10, async_save: false}
+"""
+RING8 = "{data: 1, fsdp: 1, context: 8}"
+DATA2_CP4 = "{data: 2, fsdp: 1, context: 4}"
+TIMEOUT = 240  # seconds per multi-process job; a stuck job is killed whole
+
+
+
+
+def config(tmp_path: Path, corpus: Path, mesh: str, steps: int = 4) -> Path:
+    p = tmp_path / f"run-{re.sub(r'[^0-9a-z]', '', mesh)}-{steps}.yaml"
+    p.write_text(CONFIG.replace("CORPUS", str(corpus)).replace("MESH", mesh).replace("STEPS", str(steps)))
+    return p
+
+
+def launch(args, logs: Path, processes: int = 2):
+    """`bookft launch` (the command under test) with each process's output in LOGS/process-I.log."""
+    cmd = [sys.executable, "-m", "bookft.cli", "launch", "--processes", str(processes), "--devices-per-process",
+           "4", "--logs", str(logs), "--timeout", str(TIMEOUT), "--", *args]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=TIMEOUT + 60)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        raise
+    return p.returncode, out + "".join(f"\n--- {f.name}\n{f.read_text()}" for f in sorted(logs.glob("*.log")))
+
+
+# gloo's connection lines (its threads interleave them) and XLA's C++ warnings: not bookft's output
+NATIVE_LOG = re.compile(r"\[Gloo\]|connected to \d+ peer ranks|^[IWEF]\d{4} \d\d:\d\d:\d\d")
+
+
+def spoken(log: Path) -> list[str]:
+    """What a process printed, less the C++ libraries' own log lines."""
+    return [ln for ln in log.read_text().splitlines() if ln.strip() and not NATIVE_LOG.search(ln)]
+
+
+def reads(run: Path) -> dict[int, dict]:
+    return {int(f.stem): json.loads(f.read_text()) for f in (run / "hosts").glob("*.json")}
+
+
+def single_process_losses(cfg_path: Path, run: Path) -> tuple[dict[int, float], dict]:
+    train(load_run_config(cfg_path), run_dir=run)  # this process: 8 simulated devices (conftest)
+    return losses_from_log(run), reads(run)[0]["corpus_reads"]
+
+
+def test_partial_reads_equal_whole_rows(words_corpus):
+    """A device's block read alone (its stored columns: only their token ids and the next ones) equals
+    the same block cut from the rows built from whole sequences (shift, cut, arrange, zig-zag)."""
+    from bookft.attention.balance import arrange_documents, load_balance
+
+    c = open_corpus(words_corpus)
+    b = Batches(c, batch_size=2, seed=0, load_balance_cp=8, balance_block=8)
+    whole = {f: [] for f in ("input_ids", "targets", "weights", "positions", "segment_ids")}
+    for r in range(4):  # rows of 64 of step 1: two per corpus sequence
+        k, part = divmod(r, 2)
+        seq = shift_targets(c.sequence(b.sequence_index(2 + k, 64)))
+        row = {f: v[part * 64:(part + 1) * 64] for f, v in seq.items()}
+        row = drop_cut_example(row) if part else row
+        order, ids = arrange_documents(row["segment_ids"], 8, block=8)
+        for f in whole:
+            whole[f].append(load_balance(ids if f == "segment_ids" else row[f][order], 8, axis=0))
+    c.reads.tokens = 0
+    for s in range(8):  # each context shard's 8 columns
+        cols = slice(8 * s, 8 * s + 8)
+        got = b.rows_for_step(1, 64, [0, 1, 2, 3], cols=cols)
+        for f, v in whole.items():
+            np.testing.assert_array_equal(got[f], np.stack(v)[:, cols], err_msg=f)
+    assert 4 * 64 <= c.reads.tokens <= 4 * 64 * 2  # each shard: its tokens and their next ones
+
+
+def _check_only_process_0_reports(run: Path, logs: Path, steps: int):
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == list(range(1, steps + 1))  # one writer: no row twice
+    said0, said1 = spoken(logs / "process-0.log"), spoken(logs / "process-1.log")
+    assert any(ln.startswith("done: step") for ln in said0) and any("train" in ln for ln in said0)
+    assert said1 == [], said1  # quiet: no header, progress bar or summary
+
+
+@pytest.mark.slow
+def test_ring_over_8_across_2_processes_equals_1_process(tmp_path, words_corpus):
+    """Ring over 8 devices, 4 on each side of the process boundary: the losses of the single-process
+    8-device run step for step; both processes read every row but only half of each sequence."""
+    cfg = config(tmp_path, words_corpus, RING8)
+    code, out = launch(["train", "-c", str(cfg), "--run-dir", str(tmp_path / "mp")], tmp_path / "logs")
+    assert code == 0, out
+    ref, ref_reads = single_process_losses(cfg, tmp_path / "sp")
+    got = losses_from_log(tmp_path / "mp")
+    assert sorted(got) == sorted(ref) == [1, 2, 3, 4]
+    diff = max(abs(got[s] - ref[s]) for s in ref)
+    print(f"ring over 8, 2 processes vs 1: max |loss diff| {diff:.2e}")
+    assert diff < 1e-5
+    hosts = reads(tmp_path / "mp")
+    assert sorted(hosts) == [0, 1] and all(h["processes"] == 2 and len(h["devices"]) == 4 for h in hosts.values())
+    whole = 4 * 2 * 128  # steps x rows x tokens
+    for h in hosts.values():
+        got_reads = h["corpus_reads"]
+        print(f"process {h['process']} read {got_reads}; one process of 8 devices read {ref_reads}")
+        assert got_reads["sequences"] == ref_reads["sequences"] == 8  # every row: context splits the sequence
+        assert got_reads["tokens"] <= 0.6 * whole  # about half of each (its 8 of 16 zig-zag chunks + next ids)
+    assert sum(h["corpus_reads"]["tokens"] for h in hosts.values()) == ref_reads["tokens"]
+    _check_only_process_0_reports(tmp_path / "mp", tmp_path / "logs", 4)
+    ck = sorted(int(p.name) for p in (tmp_path / "mp" / "checkpoints").iterdir() if p.name.isdigit())
+    assert ck == [1, 2, 3, 4]  # one checkpoint per step, written once by the two together
+
+
+@pytest.fixture(scope="module")
+def data2_run(tmp_path_factory, words_corpus):
+    """data=2 x context=4, 6 steps, as 2 processes by `bookft launch`: (config, run dir, logs)."""
+    root = tmp_path_factory.mktemp("mh_data2")
+    cfg = config(root, words_corpus, DATA2_CP4, steps=6)
+    code, out = launch(["train", "-c", str(cfg), "--run-dir", str(root / "mp")], root / "logs")
+    assert code == 0, out
+    return cfg, root / "mp", root / "logs"
+
+
+@pytest.mark.slow
+def test_data_2_x_context_4_across_2_processes_equals_1_process(tmp_path, data2_run):
+    """data=2 x context=4: each process holds one data shard, so it reads only its own rows (the two
+    processes' sequences add up to the single run's) and whole ones (all 4 context shards are local)."""
+    cfg, run, logs = data2_run
+    ref, ref_reads = single_process_losses(cfg, tmp_path / "sp")
+    got = losses_from_log(run)
+    diff = max(abs(got[s] - ref[s]) for s in ref)
+    print(f"data 2 x context 4, 2 processes vs 1: max |loss diff| {diff:.2e}")
+    assert sorted(got) == list(range(1, 7)) and diff < 1e-5
+    hosts = reads(run)
+    for h in hosts.values():
+        print(f"process {h['process']} read {h['corpus_reads']}; one process of 8 devices read {ref_reads}")
+        assert h["corpus_reads"]["sequences"] == 6  # its row of each of the 6 steps
+        assert 6 * 128 <= h["corpus_reads"]["tokens"] <= 0.6 * ref_reads["tokens"] + 1
+    assert sum(h["corpus_reads"]["sequences"] for h in hosts.values()) == ref_reads["sequences"] == 12
+    _check_only_process_0_reports(run, logs, 6)
+
+
+def _wait_for_step(run: Path, step: int, procs, timeout: float = TIMEOUT):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if max(losses_from_log(run), default=0) >= step:
+            return
+        if any(p.poll() not in (None, 0) for p in procs):
+            raise AssertionError(f"a process exited with {[p.poll() for p in procs]}")
+        time.sleep(0.2)
+    raise AssertionError(f"step {step} not reached in {timeout} s")
+
+
+def _params(run: Path):
+    """The run's newest parameters, loaded on this one process as `bookft eval` / `export` load them
+    (a checkpoint the 2-process job wrote restores onto one host)."""
+    from flax import nnx
+
+    from bookft.train.checkpoint import load_params
+
+    model, _ = load_params(run)
+    return [np.asarray(x) for x in jax.tree.leaves(nnx.state(model, nnx.Param))]
+
+
+@pytest.mark.slow
+def test_kill9_one_process_then_restart_both_is_exact(tmp_path, data2_run):
+    """kill -9 one process mid-run (its peer is stopped too: it waits in a collective), restart both:
+    the continued run's losses and final parameters equal a straight 2-process run's, bitwise."""
+    cfg, straight, _ = data2_run
+    run, port = tmp_path / "killed", free_port()
+    (tmp_path / "l1").mkdir()
+    args = ["train", "-c", str(cfg), "--run-dir", str(run)]
+    procs = [spawn(args, i, 2, port, 4, log=tmp_path / "l1" / f"process-{i}.log") for i in range(2)]
+    try:
+        _wait_for_step(run, 3, procs)
+        os.killpg(procs[1].pid, signal.SIGKILL)
+        procs[1].wait(30)
+        stop(procs, grace_s=5)  # process 0 is stuck waiting for its peer
+    finally:
+        stop(procs, grace_s=1)
+    killed_at = max(losses_from_log(run))
+    assert killed_at < 6
+    code, out = launch(args, tmp_path / "l2")
+    assert code == 0, out
+    a, b = losses_from_log(straight), losses_from_log(run)
+    assert sorted(a) == sorted(b) == [1, 2, 3, 4, 5, 6]
+    assert a == b, (killed_at, a, b)
+    assert max(int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit()) == 6
+    pa, pb = _params(straight), _params(run)
+    for x, y in zip(pa, pb, strict=True):
+        np.testing.assert_array_equal(x, y)
+    print(f"killed after step {killed_at}; resumed run equals the straight one")
+
+
+def test_hosts_that_disagree_are_named(tmp_path, words_corpus):
+    """Process 1 runs another step count: both processes refuse before compiling, naming process 1,
+    its host and the config key with both values."""
+    cfg = config(tmp_path, words_corpus, RING8)
+    port = free_port()
+    procs = [spawn(["train", "-c", str(cfg), "--run-dir", str(tmp_path / "r"), "--steps", str(4 + i)],
+                   i, 2, port, 4, log=tmp_path / f"p{i}.log") for i in range(2)]
+    try:
+        code = wait_all(procs, timeout_s=TIMEOUT, grace_s=5)
+    finally:
+        stop(procs, grace_s=1)
+    assert code == 2
+    said = (tmp_path / "p0.log").read_text().replace("\n", " ")
+    assert "hosts disagree" in said and "process 1 (host" in said, said
+    assert "config.train.steps: 5 on process 1, 4 on process 0" in " ".join(said.split()), said
+    assert not (tmp_path / "r" / "checkpoints").exists() or not any((tmp_path / "r" / "checkpoints").iterdir())
