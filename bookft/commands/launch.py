@@ -11,7 +11,7 @@ import typer
 def launch_command(
     ctx: typer.Context,
     processes: Annotated[int, typer.Option("--processes", "-n", help="How many processes (the job's hosts).")] = 2,
-    devices_per_process: Annotated[int, typer.Option(help="Simulated CPU devices per process (0: the hardware's own).")] = 4,
+    devices_per_process: Annotated[int, typer.Option(help="Simulated CPU devices per process when the run config sets no parallel.cpu_devices (which counts the whole job's; 0: the hardware's own).")] = 4,
     logs: Annotated[Path | None, typer.Option(help="Also write each process's output to LOGS/process-I.log.")] = None,
     timeout: Annotated[float | None, typer.Option(help="Kill the whole job after this many seconds (status 124).")] = None,
 ) -> None:

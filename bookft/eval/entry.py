@@ -143,11 +143,11 @@ def build_mesh(run_config):
     """The run config's mesh when its context axes split the sequence, else None (one device)."""
     if run_config is None or context_degree_of(run_config) <= 1:
         return None
-    from bookft.parallel.mesh import ensure_cpu_devices, make_mesh
+    from bookft.parallel.distributed import start
+    from bookft.parallel.mesh import make_mesh
     from bookft.train.program import n_devices
 
-    if run_config.parallel.cpu_devices:
-        ensure_cpu_devices(run_config.parallel.cpu_devices)  # before jax starts its backend
+    start(run_config.parallel)  # simulated CPU devices, multi-host runtime: before jax's backend starts
     import jax
 
     return make_mesh(run_config.parallel, jax.devices()[:n_devices(run_config)])
@@ -161,11 +161,10 @@ def realise(run_config):
     a, mesh = run_config.attention, run_config.parallel.mesh
     if a.strategy != "auto" and not (a.strategy == "usp" and "context_ulysses" not in mesh):
         return run_config
-    from bookft.parallel.mesh import ensure_cpu_devices
+    from bookft.parallel.distributed import start
     from bookft.train.program import choose_mesh_axes, n_devices
 
-    if run_config.parallel.cpu_devices:
-        ensure_cpu_devices(run_config.parallel.cpu_devices)
+    start(run_config.parallel)
     return choose_mesh_axes(run_config, n_devices(run_config))[0]
 
 
@@ -210,8 +209,14 @@ def evaluate(*, checkpoint: str | None, model_dir: str | None, tokenizer: str | 
     attend, layout = attention_and_layout(att, mesh, settings.length_buckets)
     info["attention"] = {"strategy": attend.spec.strategy, "kernel": att.kernel, **layout.describe()}
     model = layout.place(model)  # the host copy load_params returned is dropped here
+    import jax
+
+    if jax.process_index() != 0:  # multi-host: every process runs the grid, process 0 alone reports
+        console, progress = Console(quiet=True), False
     results = run_niah(model, tok, settings, attend=attend, layout=layout, model_config=model_config,
                        model_info=info, console=console, progress=progress)
+    if jax.process_index() != 0:
+        return results
     paths = write_report(results, out, probe_rows=training_probe(checkpoint))
     print_summary(results, console)
     console.print(f"wrote {paths['report']} and {paths['results']}")

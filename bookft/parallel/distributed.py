@@ -10,8 +10,9 @@ environment says the job has more than one process. Every host then runs the sam
 Design choices:
 - `start(parallel_cfg)` is the one entry point, before anything touches a device: the simulated
   CPU devices (`parallel.cpu_devices` counts the whole job's, so one config gives the same mesh in
-  one process or N: each process asks for its share), gloo collectives for a CPU job (XLA's CPU
-  client has no cross-process collectives without them), then `jax.distributed.initialize()`.
+  one process or N: each process takes exactly its share, whatever XLA_FLAGS says), gloo
+  collectives for a CPU job (XLA's CPU client has no cross-process collectives without them), then
+  `jax.distributed.initialize()`.
 - `check_agreement(facts)`: every process publishes what it will run (the flattened run config, the
   corpus version) in the coordinator's key-value store and compares with process 0; a host that
   differs is named with the keys and both values, on every host, before anything compiles.
@@ -35,7 +36,24 @@ def wants_distributed(env=os.environ) -> bool:
     if int(env.get("JAX_NUM_PROCESSES", "1") or 1) > 1 or int(env.get("SLURM_NTASKS", "1") or 1) > 1:
         return True
     hosts = [h for h in env.get("TPU_WORKER_HOSTNAMES", "").split(",") if h.strip()]
-    return len(hosts) > 1 or bool(env.get("MEGASCALE_COORDINATOR_ADDRESS"))
+    return len(hosts) > 1 or bool(env.get("MEGASCALE_COORDINATOR_ADDRESS")) or _tpu_vm_hosts(env) > 1
+
+
+def _tpu_vm_hosts(env) -> int:
+    """The hosts of this Cloud TPU VM slice as the GCE metadata server lists them (what JAX's own
+    cluster detection reads); 0 off a TPU host or when the server does not say. Not exercised here:
+    no TPU slice in CI."""
+    from bookft.hostenv import has_tpu_devices
+
+    if not has_tpu_devices() or env.get("TPU_SKIP_MDS_QUERY") is not None:
+        return 0
+    try:
+        from jax._src.clusters.cloud_tpu_cluster import get_metadata
+
+        text, code = get_metadata("worker-network-endpoints")
+    except Exception:
+        return 0
+    return len([w for w in text.split(",") if w.strip()]) if code == 200 else 0
 
 
 def maybe_initialize(distributed: bool | None, env=os.environ) -> bool:
@@ -81,7 +99,7 @@ def start(cfg, env=os.environ) -> int:
         if cfg.cpu_devices % n:
             raise ConfigError(f"parallel.cpu_devices={cfg.cpu_devices} does not split over the job's {n} "
                               "processes; use a multiple of JAX_NUM_PROCESSES")
-        ensure_cpu_devices(cfg.cpu_devices // n)
+        ensure_cpu_devices(cfg.cpu_devices // n, exact=n > 1)  # a job's processes hold equal shares
     maybe_initialize(cfg.distributed, env)
     import jax
 

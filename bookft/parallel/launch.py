@@ -3,8 +3,9 @@
 `bookft launch --processes 2 [--devices-per-process 4] -- train -c run.yaml` runs
 `python -m bookft.cli train -c run.yaml` N times with the variables `jax.distributed` reads
 (JAX_COORDINATOR_ADDRESS on 127.0.0.1 and a free port, JAX_NUM_PROCESSES, JAX_PROCESS_ID) and, for
-simulated CPU devices, XLA's device count per process (bookft.parallel.distributed then picks gloo
-collectives). On a TPU pod slice there is nothing to launch: the same command runs on every host
+simulated CPU devices, XLA's device count per process (a run config's `parallel.cpu_devices`, the
+whole job's count, takes precedence: bookft.parallel.distributed.start gives each process its share
+and picks gloo collectives). On a TPU pod slice there is nothing to launch: the same command runs on every host
 and JAX finds its peers itself (README, "Multi-host").
 
 Design choices:

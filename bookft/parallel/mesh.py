@@ -46,8 +46,9 @@ def resolve_axis_sizes(mesh_cfg: dict[str, int], n_devices: int) -> dict[str, in
     return sizes
 
 
-def ensure_cpu_devices(n: int) -> None:
-    """Ask XLA for `n` simulated CPU devices; must run before jax initialises its backend."""
+def ensure_cpu_devices(n: int, exact: bool = False) -> None:
+    """Ask XLA for `n` simulated CPU devices (at least `n`: a count XLA_FLAGS already asks for stays
+    when larger, unless `exact`); must run before jax initialises its backend."""
     if n <= 0:
         return
     flag = f"--xla_force_host_platform_device_count={n}"
@@ -57,7 +58,7 @@ def ensure_cpu_devices(n: int) -> None:
     import jax
 
     try:
-        jax.config.update("jax_num_cpu_devices", max(n, _current_cpu_count(flags)))
+        jax.config.update("jax_num_cpu_devices", n if exact else max(n, _current_cpu_count(flags)))
     except Exception:  # backend already initialised: XLA_FLAGS (set above or earlier) decides
         pass
 

@@ -151,10 +151,9 @@ def load_params(path: str | Path, step: int | None = None, *, mesh=None):
         raise TrainError(f"{path}: no config.yaml; expected a `bookft train` run directory or "
                          "RUN_DIR/checkpoints/STEP")
     cfg = load_run_config(cfg_file)
-    if cfg.parallel.cpu_devices:  # a caller that then builds the run's mesh (eval) needs the devices;
-        from bookft.parallel.mesh import ensure_cpu_devices  # no effect once jax's backend is up
+    from bookft.parallel.distributed import start  # a caller that then builds the run's mesh (eval) needs
 
-        ensure_cpu_devices(cfg.parallel.cpu_devices)
+    start(cfg.parallel)  # the devices and the multi-host runtime; no effect once jax's backend is up
     filt = trainable_filter(cfg.model)
     _, abs_params, _ = nnx.split(abstract_model(cfg.model), filt, ...)
     if mesh is not None:

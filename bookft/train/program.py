@@ -89,6 +89,10 @@ def train_mesh(cfg: RunConfig) -> tuple[RunConfig, object, AxesChoice]:
     """(cfg with its attention choice made, the mesh over this job's devices, the choice)."""
     start(cfg.parallel)  # simulated CPU devices, multi-host runtime: before any device is touched
     devices = jax.devices()[: n_devices(cfg)]
+    left_out = sorted(set(range(jax.process_count())) - {d.process_index for d in devices})
+    if left_out:  # every host of a job feeds the mesh; one without devices in it would wait forever
+        raise ConfigError(f"the mesh's {len(devices)} devices leave out process(es) {left_out} of the "
+                          f"job's {jax.process_count()}; set parallel.cpu_devices to the whole job's count")
     cfg, choice = choose_mesh_axes(cfg, len(devices))
     return cfg, make_mesh(cfg.parallel, devices), choice
 

@@ -16,7 +16,9 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
+from bookft.cli import app
 from bookft.corpus import open_corpus
 from bookft.parallel.launch import free_port, spawn, stop, wait_all
 from bookft.train.config import load_run_config
@@ -111,20 +113,39 @@ def _check_only_process_0_reports(run: Path, logs: Path, steps: int):
     assert said1 == [], said1  # quiet: no header, progress bar or summary
 
 
-@pytest.mark.slow
-def test_ring_over_8_across_2_processes_equals_1_process(tmp_path, words_corpus):
-    """Ring over 8 devices, 4 on each side of the process boundary: the losses of the single-process
-    8-device run step for step; both processes read every row but only half of each sequence."""
-    cfg = config(tmp_path, words_corpus, RING8)
-    code, out = launch(["train", "-c", str(cfg), "--run-dir", str(tmp_path / "mp")], tmp_path / "logs")
+PROBE = ["--set", "train.probe_every=2", "--set", "train.probe.lengths=[512]", "--set", "train.probe.depths=[0,100]"]
+
+
+@pytest.fixture(scope="module")
+def ring8_run(tmp_path_factory, words_corpus):
+    """Ring over 8, 4 steps with the needle probe every 2, as 2 processes by `bookft launch`."""
+    root = tmp_path_factory.mktemp("mh_ring8")
+    cfg = config(root, words_corpus, RING8)
+    code, out = launch(["train", "-c", str(cfg), "--run-dir", str(root / "mp"), *PROBE], root / "logs")
     assert code == 0, out
-    ref, ref_reads = single_process_losses(cfg, tmp_path / "sp")
-    got = losses_from_log(tmp_path / "mp")
+    return cfg, root / "mp", root / "logs"
+
+
+@pytest.mark.slow
+def test_ring_over_8_across_2_processes_equals_1_process(tmp_path, ring8_run):
+    """Ring over 8 devices, 4 on each side of the process boundary: the losses (and needle probe) of
+    the single-process 8-device run step for step; both processes read every row but only half of
+    each sequence."""
+    cfg, run, logs = ring8_run
+    from bookft.eval.probe import probe_hooks  # what `bookft train` attaches
+
+    one = load_run_config(cfg, [x for x in PROBE if x != "--set"])
+    train(one, run_dir=tmp_path / "sp", hooks=probe_hooks(one))  # this process: 8 simulated devices (conftest)
+    ref, ref_reads = losses_from_log(tmp_path / "sp"), reads(tmp_path / "sp")[0]["corpus_reads"]
+    got = losses_from_log(run)
     assert sorted(got) == sorted(ref) == [1, 2, 3, 4]
     diff = max(abs(got[s] - ref[s]) for s in ref)
     print(f"ring over 8, 2 processes vs 1: max |loss diff| {diff:.2e}")
     assert diff < 1e-5
-    hosts = reads(tmp_path / "mp")
+    probes = [{k: v for k, v in json.loads(ln).items() if k.startswith("probe/")}
+              for r in (run, tmp_path / "sp") for ln in (r / "metrics.jsonl").read_text().splitlines()]
+    assert probes[:4] == probes[4:] and probes[1] and probes[3]  # steps 2 and 4 probed, the same scores
+    hosts = reads(run)
     assert sorted(hosts) == [0, 1] and all(h["processes"] == 2 and len(h["devices"]) == 4 for h in hosts.values())
     whole = 4 * 2 * 128  # steps x rows x tokens
     for h in hosts.values():
@@ -133,9 +154,27 @@ def test_ring_over_8_across_2_processes_equals_1_process(tmp_path, words_corpus)
         assert got_reads["sequences"] == ref_reads["sequences"] == 8  # every row: context splits the sequence
         assert got_reads["tokens"] <= 0.6 * whole  # about half of each (its 8 of 16 zig-zag chunks + next ids)
     assert sum(h["corpus_reads"]["tokens"] for h in hosts.values()) == ref_reads["tokens"]
-    _check_only_process_0_reports(tmp_path / "mp", tmp_path / "logs", 4)
-    ck = sorted(int(p.name) for p in (tmp_path / "mp" / "checkpoints").iterdir() if p.name.isdigit())
+    _check_only_process_0_reports(run, logs, 4)
+    ck = sorted(int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit())
     assert ck == [1, 2, 3, 4]  # one checkpoint per step, written once by the two together
+
+
+@pytest.mark.slow
+def test_eval_niah_in_2_processes_equals_1(tmp_path, ring8_run):
+    """`bookft eval niah` of the run, ring over 8 across 2 processes, gives the cells (scores, greedy
+    outputs) of the same eval in one process; process 0 alone writes the report."""
+    _, run, _ = ring8_run
+    args = ["eval", "niah", "--checkpoint", str(run), "--lengths", "512", "--depths", "0,100", "--seeds", "0",
+            "--scoring", "teacher_forced,generate", "--no-progress"]
+    code, out = launch([*args, "--out", str(tmp_path / "mp")], tmp_path / "logs")
+    assert code == 0, out
+    res = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "sp")])
+    assert res.exit_code == 0, res.output
+    a, b = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("mp", "sp"))
+    assert a["cells"] == b["cells"] and a["summary"] == b["summary"]
+    assert all(c["per_seed"][0]["output"] for c in a["cells"])  # decoded text, compared token for token
+    assert spoken(tmp_path / "logs" / "process-1.log") == []
+    assert any("wrote" in ln for ln in spoken(tmp_path / "logs" / "process-0.log"))
 
 
 @pytest.fixture(scope="module")
@@ -235,3 +274,19 @@ def test_hosts_that_disagree_are_named(tmp_path, words_corpus):
     assert "hosts disagree" in said and "process 1 (host" in said, said
     assert "config.train.steps: 5 on process 1, 4 on process 0" in " ".join(said.split()), said
     assert not (tmp_path / "r" / "checkpoints").exists() or not any((tmp_path / "r" / "checkpoints").iterdir())
+
+
+def test_launch_and_start_refuse_what_cannot_run():
+    """No command to launch, or simulated devices that do not split over the job's processes."""
+    from bookft.errors import ConfigError
+    from bookft.parallel.config import ParallelConfig
+    from bookft.parallel.distributed import start
+    from bookft.parallel.launch import process_env
+
+    res = CliRunner().invoke(app, ["launch", "--processes", "2"])
+    assert res.exit_code != 0 and "give the command to run after `--`" in str(res.exception)
+    with pytest.raises(ConfigError, match="cpu_devices=3 does not split over the job's 2 processes"):
+        start(ParallelConfig(cpu_devices=3), env={"JAX_NUM_PROCESSES": "2"})
+    env = process_env(1, 2, 1234, 4, base={"XLA_FLAGS": "--xla_force_host_platform_device_count=8 --foo"})
+    assert env["JAX_COORDINATOR_ADDRESS"] == "127.0.0.1:1234" and env["JAX_PROCESS_ID"] == "1"
+    assert env["XLA_FLAGS"] == "--foo --xla_force_host_platform_device_count=4"
