@@ -141,6 +141,19 @@ def check_agreement(facts: dict[str, str], *, what: str = "the run", timeout_s: 
                               "same command with the same config and corpus version")
 
 
+def any_process(value: int) -> int:
+    """The largest of `value` over the job's processes (a tiny all-gather; `value` itself on one
+    process): how the processes agree, at the same step, that one of them was signalled."""
+    import jax
+
+    if jax.process_count() == 1:
+        return value
+    import numpy as np
+    from jax.experimental import multihost_utils
+
+    return int(np.max(multihost_utils.process_allgather(np.asarray(value, np.int32))))
+
+
 def _short(v, n: int = 80) -> str:
     s = "(missing)" if v is None else str(v)
     return s if len(s) <= n else s[: n - 3] + "..."

@@ -15,7 +15,9 @@ Design choices:
   (data position = step), so `--steps` larger than before continues the run, and a killed run
   rerun with the same arguments gives the same losses and parameters.
 - SIGTERM (TPU preemption) and Ctrl-C set a flag; the preemption hook saves a checkpoint for the
-  step just finished, waits for the write, and the loop exits with status 143/130.
+  step just finished, waits for the write, and the loop exits with status 143/130. Across hosts the
+  flag is agreed after every step (bookft.parallel.distributed.any_process), so a signal to one
+  host stops them all at the same step and they save together.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import jax
 import numpy as np
 
 from bookft.errors import TrainError
-from bookft.parallel.distributed import check_agreement
+from bookft.parallel.distributed import any_process, check_agreement
 from bookft.parallel.hardware import chip_for_device, peak_memory_bytes
 from bookft.train import gate
 from bookft.train.checkpoint import Checkpointer
@@ -182,7 +184,10 @@ class Trainer:
             self.progress(step, self.total, self.row)
 
     def _preemption(self, _, step: int) -> None:
-        if self.flag["sig"] is not None:
+        # multi-host: a signal to any host stops every host after the same step (they save together)
+        sig = any_process(self.flag["sig"] or 0)
+        if sig:
+            self.flag["sig"] = sig
             self.save(step, force=True)
             self.ckpt.wait()
             raise Preempted(self.flag["sig"])

@@ -258,6 +258,26 @@ def test_kill9_one_process_then_restart_both_is_exact(tmp_path, data2_run):
     print(f"killed after step {killed_at}; resumed run equals the straight one")
 
 
+@pytest.mark.slow
+def test_sigterm_to_one_process_stops_both_after_the_same_step(tmp_path, words_corpus):
+    """Preemption of one host: both processes save the same step together and exit 143."""
+    from bookft.train.checkpoint import Checkpointer
+
+    cfg = config(tmp_path, words_corpus, DATA2_CP4, steps=1000)
+    run, port = tmp_path / "term", free_port()
+    args = ["train", "-c", str(cfg), "--run-dir", str(run), "--set", "checkpoint.every=1000"]
+    procs = [spawn(args, i, 2, port, 4, log=tmp_path / f"p{i}.log") for i in range(2)]
+    try:
+        _wait_for_step(run, 2, procs)
+        os.killpg(procs[1].pid, signal.SIGTERM)
+        codes = [p.wait(TIMEOUT) for p in procs]
+    finally:
+        stop(procs, grace_s=1)
+    assert codes == [143, 143], codes
+    last = max(losses_from_log(run))
+    assert last < 1000 and Checkpointer(run).steps() == [last]
+
+
 def test_hosts_that_disagree_are_named(tmp_path, words_corpus):
     """Process 1 runs another step count: both processes refuse before compiling, naming process 1,
     its host and the config key with both values."""
