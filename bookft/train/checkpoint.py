@@ -7,7 +7,8 @@ Design choices:
 - Async saves (`checkpoint.async_save`), keep the last `checkpoint.keep`.
 - Multi-host: every process calls save and restore (orbax writes each array's shards once, from
   the process that holds them, and the step's metadata from process 0); only process 0 moves a
-  broken step aside, and the others wait for it at a barrier.
+  broken step aside, and the others wait for it at a barrier. A step that any host fails to read is
+  skipped by all of them (they agree on it), so every host resumes from the same step.
 - Restore walks the steps newest first: a latest checkpoint that is partial or corrupt (a run
   killed while writing it, a truncated file) is reported and the previous one is used.
 - The data position is the step number, since batches are a pure function of (seed, step).
@@ -26,6 +27,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from bookft.errors import TrainError
+from bookft.parallel.distributed import any_process
 
 log = logging.getLogger("bookft.checkpoint")
 
@@ -76,14 +78,17 @@ class Checkpointer:
                     opt_state=ocp.args.StandardRestore(abstract_opt_state),
                     meta=ocp.args.JsonRestore(),
                 ))
-                return step, got["params"], got["opt_state"], dict(got["meta"])
+                why = None
             except Exception as e:  # partial / corrupt: fall back to the previous step
-                msg = f"checkpoint {self.dir / str(step)} cannot be restored ({type(e).__name__}: " \
-                      f"{str(e)[:200]}); falling back to the previous one"
-                log.warning(msg)
-                if jax.process_index() == 0:
-                    print(f"warning: {msg}")
-                self._set_aside(step)
+                why = f"{type(e).__name__}: {str(e)[:200]}"
+            if not any_process(int(why is not None)):  # multi-host: a step any host cannot read, none uses
+                return step, got["params"], got["opt_state"], dict(got["meta"])
+            msg = f"checkpoint {self.dir / str(step)} cannot be restored ({why or 'on another host'}); " \
+                  "falling back to the previous one"
+            log.warning(msg)
+            if jax.process_index() == 0 or why:
+                print(f"warning: {msg}")
+            self._set_aside(step)
         return None
 
     def _set_aside(self, step: int) -> None:

@@ -231,7 +231,7 @@ class Trainer:
         out.write_text(json.dumps({
             "process": jax.process_index(), "processes": jax.process_count(), "host": socket.gethostname(),
             "devices": [d.id for d in jax.local_devices()], "steps": [self.start_step, step],
-            "corpus_reads": self.corpus.reads.as_dict()}, indent=1) + "\n")
+            "corpus_reads": self.corpus.reads.as_dict()}) + "\n")
         return out
 
     # -- the loop --------------------------------------------------------------------------------
@@ -283,6 +283,7 @@ class Trainer:
             self.report_reads(step)
             return TrainResult(self.run_dir, step, losses, tokens_per_s=tps, curriculum_steps=self._stages())
         except Preempted:
+            self.report_reads(step)
             return TrainResult(self.run_dir, step, losses, interrupted=True, tokens_per_s=tps,
                                curriculum_steps=self._stages())
         finally:

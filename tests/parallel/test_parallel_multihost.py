@@ -231,7 +231,8 @@ def _params(run: Path):
 @pytest.mark.slow
 def test_kill9_one_process_then_restart_both_is_exact(tmp_path, data2_run):
     """kill -9 one process mid-run (its peer is stopped too: it waits in a collective), restart both:
-    the continued run's losses and final parameters equal a straight 2-process run's, bitwise."""
+    the continued run's losses and final parameters equal a straight 2-process run's, bitwise. Then a
+    truncated newest checkpoint: both processes fall back to the previous one together."""
     cfg, straight, _ = data2_run
     run, port = tmp_path / "killed", free_port()
     (tmp_path / "l1").mkdir()
@@ -256,6 +257,16 @@ def test_kill9_one_process_then_restart_both_is_exact(tmp_path, data2_run):
     for x, y in zip(pa, pb, strict=True):
         np.testing.assert_array_equal(x, y)
     print(f"killed after step {killed_at}; resumed run equals the straight one")
+
+    # the newest checkpoint truncated: both processes set it aside together and redo step 6 from step 5
+    for f in (run / "checkpoints" / "6").rglob("*"):
+        if f.is_file() and f.stat().st_size > 0 and "metadata" not in f.name.lower():
+            f.write_bytes(f.read_bytes()[: f.stat().st_size // 3])
+    code, out = launch([*args, "--steps", "7"], tmp_path / "l3")
+    assert code == 0, out
+    assert (run / "checkpoints" / "broken-6").is_dir()
+    again = losses_from_log(run)
+    assert sorted(again) == list(range(1, 8)) and again[6] == a[6]
 
 
 @pytest.mark.slow
