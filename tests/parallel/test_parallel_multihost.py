@@ -38,6 +38,7 @@ checkpoint: {every: 1, keep: 10, async_save: false}
 """
 RING8 = "{data: 1, fsdp: 1, context: 8}"
 DATA2_CP4 = "{data: 2, fsdp: 1, context: 4}"
+STEPS2 = 10  # the data=2 x context=4 run's steps
 TIMEOUT = 240  # seconds per multi-process job; a stuck job is killed whole
 
 
@@ -179,9 +180,9 @@ def test_eval_niah_in_2_processes_equals_1(tmp_path, ring8_run):
 
 @pytest.fixture(scope="module")
 def data2_run(tmp_path_factory, words_corpus):
-    """data=2 x context=4, 6 steps, as 2 processes by `bookft launch`: (config, run dir, logs)."""
+    """data=2 x context=4, 10 steps, as 2 processes by `bookft launch`: (config, run dir, logs)."""
     root = tmp_path_factory.mktemp("mh_data2")
-    cfg = config(root, words_corpus, DATA2_CP4, steps=6)
+    cfg = config(root, words_corpus, DATA2_CP4, steps=STEPS2)
     code, out = launch(["train", "-c", str(cfg), "--run-dir", str(root / "mp")], root / "logs")
     assert code == 0, out
     return cfg, root / "mp", root / "logs"
@@ -196,14 +197,14 @@ def test_data_2_x_context_4_across_2_processes_equals_1_process(tmp_path, data2_
     got = losses_from_log(run)
     diff = max(abs(got[s] - ref[s]) for s in ref)
     print(f"data 2 x context 4, 2 processes vs 1: max |loss diff| {diff:.2e}")
-    assert sorted(got) == list(range(1, 7)) and diff < 1e-5
+    assert sorted(got) == list(range(1, STEPS2 + 1)) and diff < 1e-5
     hosts = reads(run)
     for h in hosts.values():
         print(f"process {h['process']} read {h['corpus_reads']}; one process of 8 devices read {ref_reads}")
-        assert h["corpus_reads"]["sequences"] == 6  # its row of each of the 6 steps
-        assert 6 * 128 <= h["corpus_reads"]["tokens"] <= 0.6 * ref_reads["tokens"] + 1
-    assert sum(h["corpus_reads"]["sequences"] for h in hosts.values()) == ref_reads["sequences"] == 12
-    _check_only_process_0_reports(run, logs, 6)
+        assert h["corpus_reads"]["sequences"] == STEPS2  # its row of each step
+        assert STEPS2 * 128 <= h["corpus_reads"]["tokens"] <= 0.6 * ref_reads["tokens"] + 1
+    assert sum(h["corpus_reads"]["sequences"] for h in hosts.values()) == ref_reads["sequences"] == 2 * STEPS2
+    _check_only_process_0_reports(run, logs, STEPS2)
 
 
 def _wait_for_step(run: Path, step: int, procs, timeout: float = TIMEOUT):
@@ -228,65 +229,65 @@ def _params(run: Path):
     return [np.asarray(x) for x in jax.tree.leaves(nnx.state(model, nnx.Param))]
 
 
+def _newest(run: Path) -> int:
+    return max(int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit())
+
+
 @pytest.mark.slow
-def test_kill9_one_process_then_restart_both_is_exact(tmp_path, data2_run):
-    """kill -9 one process mid-run (its peer is stopped too: it waits in a collective), restart both:
-    the continued run's losses and final parameters equal a straight 2-process run's, bitwise. Then a
-    truncated newest checkpoint: both processes fall back to the previous one together."""
+def test_preempt_kill9_and_resume_across_2_processes_is_exact(tmp_path, data2_run):
+    """One run of the 2-process job, stopped twice: SIGTERM to process 1 alone stops both after the
+    same step (both save and exit 143); then kill -9 of process 1 mid-run (process 0, stuck waiting
+    for its peer in a collective, is killed too); then both restarted: the losses and final
+    parameters equal a straight 2-process run's, bitwise. Last, a truncated newest checkpoint: both
+    processes set it aside together and redo that step from the one before."""
     cfg, straight, _ = data2_run
-    run, port = tmp_path / "killed", free_port()
-    (tmp_path / "l1").mkdir()
+    run = tmp_path / "run"
     args = ["train", "-c", str(cfg), "--run-dir", str(run)]
-    procs = [spawn(args, i, 2, port, 4, log=tmp_path / "l1" / f"process-{i}.log") for i in range(2)]
-    try:
-        _wait_for_step(run, 3, procs)
-        os.killpg(procs[1].pid, signal.SIGKILL)
-        procs[1].wait(30)
-        stop(procs, grace_s=5)  # process 0 is stuck waiting for its peer
-    finally:
-        stop(procs, grace_s=1)
-    killed_at = max(losses_from_log(run))
-    assert killed_at < 6
-    code, out = launch(args, tmp_path / "l2")
-    assert code == 0, out
-    a, b = losses_from_log(straight), losses_from_log(run)
-    assert sorted(a) == sorted(b) == [1, 2, 3, 4, 5, 6]
-    assert a == b, (killed_at, a, b)
-    assert max(int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit()) == 6
-    pa, pb = _params(straight), _params(run)
-    for x, y in zip(pa, pb, strict=True):
-        np.testing.assert_array_equal(x, y)
-    print(f"killed after step {killed_at}; resumed run equals the straight one")
 
-    # the newest checkpoint truncated: both processes set it aside together and redo step 6 from step 5
-    for f in (run / "checkpoints" / "6").rglob("*"):
-        if f.is_file() and f.stat().st_size > 0 and "metadata" not in f.name.lower():
-            f.write_bytes(f.read_bytes()[: f.stat().st_size // 3])
-    code, out = launch([*args, "--steps", "7"], tmp_path / "l3")
-    assert code == 0, out
-    assert (run / "checkpoints" / "broken-6").is_dir()
-    again = losses_from_log(run)
-    assert sorted(again) == list(range(1, 8)) and again[6] == a[6]
+    def start_job(tag: str):
+        (tmp_path / tag).mkdir()
+        port = free_port()
+        return [spawn(args, i, 2, port, 4, log=tmp_path / tag / f"process-{i}.log") for i in range(2)]
 
-
-@pytest.mark.slow
-def test_sigterm_to_one_process_stops_both_after_the_same_step(tmp_path, words_corpus):
-    """Preemption of one host: both processes save the same step together and exit 143."""
-    from bookft.train.checkpoint import Checkpointer
-
-    cfg = config(tmp_path, words_corpus, DATA2_CP4, steps=1000)
-    run, port = tmp_path / "term", free_port()
-    args = ["train", "-c", str(cfg), "--run-dir", str(run), "--set", "checkpoint.every=1000"]
-    procs = [spawn(args, i, 2, port, 4, log=tmp_path / f"p{i}.log") for i in range(2)]
+    procs = start_job("term")
     try:
         _wait_for_step(run, 2, procs)
         os.killpg(procs[1].pid, signal.SIGTERM)
         codes = [p.wait(TIMEOUT) for p in procs]
     finally:
         stop(procs, grace_s=1)
-    assert codes == [143, 143], codes
-    last = max(losses_from_log(run))
-    assert last < 1000 and Checkpointer(run).steps() == [last]
+    stopped_at = max(losses_from_log(run))
+    assert codes == [143, 143] and stopped_at < STEPS2 and _newest(run) == stopped_at, (codes, stopped_at)
+
+    procs = start_job("kill")
+    try:
+        _wait_for_step(run, stopped_at + 1, procs)
+        os.killpg(procs[1].pid, signal.SIGKILL)
+        procs[1].wait(30)
+        stop(procs, grace_s=5)
+    finally:
+        stop(procs, grace_s=1)
+    killed_at = max(losses_from_log(run))
+    assert stopped_at < killed_at < STEPS2
+
+    code, out = launch(args, tmp_path / "resume")
+    assert code == 0, out
+    a, b = losses_from_log(straight), losses_from_log(run)
+    assert sorted(a) == sorted(b) == list(range(1, STEPS2 + 1))
+    assert a == b, (stopped_at, killed_at, a, b)
+    assert _newest(run) == STEPS2
+    for x, y in zip(_params(straight), _params(run), strict=True):
+        np.testing.assert_array_equal(x, y)
+    print(f"SIGTERM after step {stopped_at}, kill -9 after step {killed_at}; the resumed run equals the straight one")
+
+    for f in (run / "checkpoints" / str(STEPS2)).rglob("*"):  # truncate the newest checkpoint's arrays
+        if f.is_file() and f.stat().st_size > 0 and "metadata" not in f.name.lower():
+            f.write_bytes(f.read_bytes()[: f.stat().st_size // 3])
+    code, out = launch([*args, "--steps", str(STEPS2 + 1)], tmp_path / "fallback")
+    assert code == 0, out
+    assert (run / "checkpoints" / f"broken-{STEPS2}").is_dir()
+    again = losses_from_log(run)
+    assert sorted(again) == list(range(1, STEPS2 + 2)) and again[STEPS2] == a[STEPS2]
 
 
 def test_hosts_that_disagree_are_named(tmp_path, words_corpus):
