@@ -132,7 +132,8 @@ class Batches:
         self.grad_accum = grad_accum
         self._perm_cache: dict[tuple[int, int], np.ndarray] = {}
         self._targeted: np.ndarray | None = None
-        self._layouts: dict[int, dict[str, np.ndarray]] = {}
+        self._layouts: dict[int, dict[str, np.ndarray]] = {}  # per sequence, and per row (_row_plan)
+        self._plans: dict[tuple[int, int, int], tuple[dict[str, np.ndarray], np.ndarray]] = {}
 
     def eligible(self, row_len: int) -> np.ndarray | None:
         """Corpus sequences a stage of `row_len` draws from (None = all): in a corpus with
@@ -194,8 +195,7 @@ class Batches:
 
                 row = shift_targets(copy_sequence(self.seed, step, r, row_len, self.corpus.vocab_size,
                                                   reserved=self.reserved_ids))
-                src = np.arange(row_len)
-                row, src = self._stored_order(row, src)
+                row, _ = self._stored_order(row, np.arange(row_len))
                 row = {f: x[cols] for f, x in row.items()}
             else:
                 row = self._corpus_row(step, row_len, r, cols)
@@ -242,16 +242,29 @@ class Batches:
             self._layouts[idx] = got
         return got
 
+    def _row_plan(self, idx: int, part: int, row_len: int):
+        """(stored-order segment ids, positions, weights and same-document mask; the corpus position
+        of each stored column) of row `part` of sequence idx, planned once for all its devices."""
+        key = (idx, part, row_len)
+        got = self._plans.get(key)
+        if got is None:
+            lay = self._layout(idx)
+            at = np.arange(part * row_len, (part + 1) * row_len)
+            row = {f: lay[f][at] for f in ("segment_ids", "positions", "weights")}
+            if part:
+                row = drop_cut_example(row)
+            row["same"] = lay["same"][at]
+            got = self._stored_order(row, at)
+            if len(self._plans) > 4 * self.batch_size * (self.corpus.seq_len // row_len):
+                self._plans.clear()
+            self._plans[key] = got
+        return got
+
     def _corpus_row(self, step: int, row_len: int, r: int, cols: slice) -> dict[str, np.ndarray]:
         k, part = divmod(r, self.corpus.seq_len // row_len)
         idx = self.sequence_index(step * self.batch_size + k, row_len)
         lay = self._layout(idx)
-        at = np.arange(part * row_len, (part + 1) * row_len)
-        row = {f: lay[f][at] for f in ("segment_ids", "positions", "weights")}
-        if part:
-            row = drop_cut_example(row)
-        row["same"] = lay["same"][at]
-        row, src = self._stored_order(row, at)
+        row, src = self._row_plan(idx, part, row_len)
         row = {f: x[cols] for f, x in row.items()}
         src = src[cols]
         nxt = np.minimum(src + 1, self.corpus.seq_len - 1)
