@@ -18,7 +18,7 @@ def launch_command(
     """Start N local processes of `bookft ARGS...` (after `--`) with the coordinator set (127.0.0.1, a free port).
 
     Example: bookft launch --processes 2 -- train -c run.yaml. Process 0 reports; the others stay quiet.
-    On a TPU pod slice run the command itself on every host instead (README, "Multi-host").
+    On a TPU pod slice run the command itself on every host instead (README, "Multi-host training").
     """
     from bookft.errors import ConfigError
     from bookft.parallel.launch import launch_local

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 class ParallelConfig:
     # Named mesh axes in order (outermost first). Sizes multiply to the device count; one may be -1.
     mesh: dict[str, int] = field(default_factory=lambda: {"data": 1, "fsdp": -1, "context": 1})
-    # On a CPU host: how many simulated devices to ask XLA for (0 = leave as is).
+    # On a CPU host: how many simulated devices to ask XLA for (0 = leave as is); in a job of N
+    # processes (bookft launch) this is the whole job's count, each process taking 1/N of it.
     cpu_devices: int = 0
     # Multi-host: call jax.distributed.initialize() ("auto": when the environment says so).
     distributed: bool | None = None

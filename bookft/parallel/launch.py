@@ -6,7 +6,7 @@
 simulated CPU devices, XLA's device count per process (a run config's `parallel.cpu_devices`, the
 whole job's count, takes precedence: bookft.parallel.distributed.start gives each process its share
 and picks gloo collectives). On a TPU pod slice there is nothing to launch: the same command runs on every host
-and JAX finds its peers itself (README, "Multi-host").
+and JAX finds its peers itself (README, "Multi-host training").
 
 Design choices:
 - Each child is its own process group, so a stuck child (a collective waiting for a peer that
