@@ -67,13 +67,15 @@ class _ArrowRows:
 
 @dataclass
 class ReadCounts:
-    """What a reader has read: the distinct sequences it touched and the token ids it fetched."""
+    """What a reader has read: the distinct sequences it fetched token ids of, how many token ids,
+    and the distinct sequences whose layout alone (segments, positions, loss weights) it read."""
 
     sequences: set[int] = field(default_factory=set)
     tokens: int = 0
+    layouts: set[int] = field(default_factory=set)
 
     def as_dict(self) -> dict[str, int]:
-        return {"sequences": len(self.sequences), "tokens": self.tokens}
+        return {"sequences": len(self.sequences), "tokens": self.tokens, "layouts": len(self.layouts)}
 
 
 class Corpus:
@@ -115,7 +117,7 @@ class Corpus:
             weights = w.to_numpy(zero_copy_only=False).astype(np.float32)
         else:
             weights = (seg > 0).astype(np.float32)
-        self.reads.sequences.add(i)
+        self.reads.layouts.add(i)
         return {"segment_ids": seg, "positions": pos, "loss_weights": weights}
 
     def tokens(self, i: int, at: np.ndarray | None = None) -> np.ndarray:
