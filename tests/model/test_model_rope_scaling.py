@@ -67,6 +67,8 @@ def test_scaling_over_a_folder_equals_transformers(tmp_path, scaling):
     written = json.loads((out / "config.json").read_text())
     assert written["rope_parameters"]["rope_type"] == scaling["type"]
     assert written["max_position_embeddings"] == int(NATIVE * scaling["factor"])
+    reloaded = AutoModelForCausalLM.from_pretrained(out).eval()  # transformers reads the scaling back
+    np.testing.assert_allclose(torch_logits(reloaded, ids, pos), ours, atol=1e-4, rtol=0)
     again, again_cfg = load_hf(out, like=like)
     assert again_cfg.rope == config.rope and again_cfg.max_position_embeddings == config.max_position_embeddings
     np.testing.assert_allclose(forward_logits(again, ids, pos), ours, atol=1e-5, rtol=0)
