@@ -163,6 +163,20 @@ NOTES = [
     "of each head's dims unrotated), a longer or gated 2,048 stage paid for by cheaper steps (512-token blocks "
     "cut a 2,048 step from 1.77 s to 1.41 s: the jitted train step on 4 simulated devices, 5 steps after "
     "compile, load ~2).",
+    "Session 8 (issue 16), two levers aimed at the far-end slips, tried on draw 4 (the worst draw of the "
+    "session-6 recipe, 2K 0.3/1/1/1/1), run side by side beside two helpers' test runs (load 5-13): (P1) "
+    "retrieval.needles [1, 1, 1, 4] (the 2,048-token examples hold four facts with distinct keys, each asked "
+    "once at the end: four far copies per example instead of one far and three near ones; the 256-1,024 "
+    "examples unchanged, so the gates are not delayed as in R1) with 512-token blocks: 256 gate at 450, 1,024 "
+    "gate at 750, 1,050 steps; 1K 1/1/1/1/1, 2K 1/1/1/1/0.4: depth 0 fixed, but depth 100% broke (six misses, "
+    "all the first digit read as 9: with four askings at the end, no training fact sits right before its "
+    "question any more). (P2) P1 + RoPE base 1e9 instead of 5e5 (with head_dim 32, 20 of the 32 dims turn less "
+    "than a radian over 2,048 tokens instead of 14, so the copy's content match is nearly unrotated at the far "
+    "end, while the fast dims keep order): 256 gate at 400, 1,024 gate at 700, probe/2048 1.0 from step 900, "
+    "1,000 steps; 1K 1/1/1/1/1, 2K 1/1/1/1/1 (worst cell 1.0), 3,148 s at load 1-13 (train 3,024 s). P2 is the "
+    "default since session 8 (configs/tiny-cpu.yaml rope theta 1e9 and 512-token blocks, corpora/sample.yaml "
+    "needles [1, 1, 1, 4]); its draws are the `draws` of this file, the session-6 recipe's five draws are "
+    "under `previous_recipe`.",
     "Why 2048 examples: session-2 run 2 (stages up to 1024) reached 1K 0/0/0.9/1/1; adding a 2048 "
     "stage (d1) took depth 0 at 1K from 0.0 to 0.8 (STACK-FACTS: training at 2,048 fixes depth 0 at "
     "1,024). The probe overstates reach: earlier askings of the question give most answer targets a "
@@ -283,8 +297,10 @@ def main() -> None:
             + ([f"--seeds {' '.join(map(str, args.seeds))}"] if args.seeds else [])
             + [f"--ingest-set {s}" for s in args.ingest_set] + [f"--set {s}" for s in args.set]),
         "config": {"curriculum": [vars(s) for s in cfg.train.curriculum], "batch_size": cfg.data.batch_size,
-                   "model": {k: getattr(cfg.model, k) for k in ("num_layers", "hidden_size", "num_heads",
-                                                                "qk_norm", "short_conv", "vocab_size")},
+                   "model": {**{k: getattr(cfg.model, k) for k in ("num_layers", "hidden_size", "num_heads",
+                                                                  "qk_norm", "short_conv", "vocab_size",
+                                                                  "nope_layers")},
+                             "rope_theta": cfg.model.rope_theta},
                    "attention": vars(cfg.attention), "mesh": cfg.parallel.mesh},
         "target": f"every cell >= {TARGET} at every length, on every draw", "draws": [], "notes": NOTES,
     }

@@ -170,7 +170,7 @@ def test_cli_exit_codes_and_inspect_json(tmp_path):
 
 
 SAMPLE_TOKENIZER = "f4e0aaef91f6a980759dbe4378bac132b6b57fde839fd39f9af8ffa3f75d09a8"
-SAMPLE_DATA_HASH = "1aa58bc348ed3e88c664c2a2b3147ab648e70696cbc10f28d1e39def8bd5bfd4"
+SAMPLE_DATA_HASH = "a57f8fe6056ee493e166be347c3842379148cede07aa76ed5f4559442251347c"
 
 
 def test_default_sample_builds(tmp_path):
