@@ -177,6 +177,16 @@ NOTES = [
     "default since session 8 (configs/tiny-cpu.yaml rope theta 1e9 and 512-token blocks, corpora/sample.yaml "
     "needles [1, 1, 1, 4]); its draws are the `draws` of this file, the session-6 recipe's five draws are "
     "under `previous_recipe`.",
+    "Session 8, draws 0 and 1 of P2 (the new default; --seeds 0 and --seeds 1 as two processes, beside two "
+    "helpers' test runs and two more draws that were stopped for time, load 4-19): draw 0: 256 gate at ~450, 1,024 "
+    "gate at 750, probe/2048 1.0 at 1,050, 1,050 steps; 1K 1/1/1/1/1, 2K 1/1/1/1/1; 3,362 s (train 3,066 s). "
+    "Draw 1: 256 gate at 450, then the 1,024 probe swung 0.33-0.83 for 400 steps with loss spikes (1.7 at step "
+    "516, 1.8 at 841, 2.7 at 1,116; grad norm up to 4.6 before clipping) and the stage ran to its cap, 1,250 "
+    "steps; 1K 1/1/1/0.9/0.5, 2K 0.4/0.9/0.7/0.9/0.2, single-digit slips in the middle of the value (3708443 -> "
+    "3703443, 6421890 -> 6424890); 3,558 s. So P2 meets the target on 2 of 3 draws (0 and 4, each with every "
+    "cell at 1.0), the session-6 recipe on 0 of 5: P2 is the default, and the target is not met. Draw 1 fails "
+    "the way R3 did (NoPE in layer 0 at lr 2e-3): an unstable 1,024 stage, which R5's lr 1.5e-3 steadied on "
+    "draw 0. Walls here were 3-4x a quiet host's (R5: 865 s at load 2-5 for 1,100 steps).",
     "Why 2048 examples: session-2 run 2 (stages up to 1024) reached 1K 0/0/0.9/1/1; adding a 2048 "
     "stage (d1) took depth 0 at 1K from 0.0 to 0.8 (STACK-FACTS: training at 2,048 fixes depth 0 at "
     "1,024). The probe overstates reach: earlier askings of the question give most answer targets a "
