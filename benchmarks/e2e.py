@@ -187,6 +187,11 @@ NOTES = [
     "cell at 1.0), the session-6 recipe on 0 of 5: P2 is the default, and the target is not met. Draw 1 fails "
     "the way R3 did (NoPE in layer 0 at lr 2e-3): an unstable 1,024 stage, which R5's lr 1.5e-3 steadied on "
     "draw 0. Walls here were 3-4x a quiet host's (R5: 865 s at load 2-5 for 1,100 steps).",
+    "Session 8, (P3) draw 1 of P2 with lr 1.5e-3 instead of 2e-3 (run beside the CI suite, load 0.5-5.5): 256 "
+    "gate at 450, the 1,024 gate passed at 700 (P2 at 2e-3: its cap), 1,000 steps, 1,276 s (train 1,197 s); 1K "
+    "1/1/1/1/0.9, 2K 0.4/1/1/1/0.8 (P2: 0.4/0.9/0.7/0.9/0.2). The six depth-0 misses at 2K are a digit read as 0 "
+    "(3708443 -> 3700443, 4833188 -> 4830188): steadier, still a miss at the far end. Not adopted (draws 0 and "
+    "4 at 1.5e-3 not run).",
     "Why 2048 examples: session-2 run 2 (stages up to 1024) reached 1K 0/0/0.9/1/1; adding a 2048 "
     "stage (d1) took depth 0 at 1K from 0.0 to 0.8 (STACK-FACTS: training at 2,048 fixes depth 0 at "
     "1,024). The probe overstates reach: earlier askings of the question give most answer targets a "
