@@ -189,7 +189,8 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    t = Table(title=f"{args.model.name}, {args.steps} LoRA steps at {args.seq_len} tokens (YaRN x{ext_cfg.rope.factor:g})")
+    t = Table(title=f"{args.model.name}, {args.steps} LoRA steps at {args.seq_len} tokens "
+                    f"(YaRN x{ext_cfg.rope.factor:g})")
     t.add_column("figure")
     t.add_column("value", justify="right")
     t.add_row("held-out loss, base (native RoPE)", f"{loss_base:.4f}")
