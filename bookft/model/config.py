@@ -144,6 +144,12 @@ class ModelConfig:
     # attention scores are content alone, the same at every distance, so a copy learned at short range
     # holds at any range (Kazemnejad et al. 2023); the other layers keep RoPE for order. Indices.
     nope_layers: tuple[int, ...] = ()
+    # log-n attention scaling from a base length N (0 = off): a query at position p (0-based, within its
+    # document) has its logits scaled by max(1, log(p + 1) / log(N)), so up to N tokens attention is
+    # unchanged and beyond it the softmax sharpens as the number of keys grows, keeping a retrieval
+    # head's margin over the log(n) it loses to dilution (Chiang & Cholak 2022, "Overcoming a
+    # theoretical limitation of self-attention"; Qwen's logn_attn; Nakanishi 2025, Scalable-Softmax).
+    logn_attention: int = 0
 
     @property
     def layer_windows(self) -> tuple[int, ...]:
@@ -195,6 +201,9 @@ class ModelConfig:
                                   f"{self.num_layers} layers")
             if "sliding_attention" in self.layer_types and not self.sliding_window:
                 raise ConfigError("model.layer_types names sliding_attention layers but model.sliding_window is 0")
+        if self.logn_attention and self.logn_attention < 2:
+            raise ConfigError(f"model.logn_attention is a base length in tokens (>= 2), or 0 for off; "
+                              f"got {self.logn_attention}")
         bad = [i for i in self.nope_layers if not 0 <= i < self.num_layers]
         if bad or len(set(self.nope_layers)) != len(self.nope_layers):
             raise ConfigError(f"model.nope_layers: distinct layer indices in 0..{self.num_layers - 1}, "

@@ -182,7 +182,8 @@ def _step_fn(graphdef):
 
         def body(x, xs):
             p, ck, cv, window, rope = xs
-            q, k, v = L.qkv(p, x, cos, sin, config, rope if not all(config.layer_rope) else True)
+            q, k, v = L.qkv(p, x, cos, sin, config, rope if not all(config.layer_rope) else True,
+                            position[:, None])
             ck = jnp.where(here[None, :, None, None], k.astype(ck.dtype), ck)
             cv = jnp.where(here[None, :, None, None], v.astype(cv.dtype), cv)
             seen = valid & (position[:, None] - cache_pos < window)  # sliding-window layers

@@ -88,6 +88,7 @@ def config_from_hf(hf: dict[str, Any], where: str = "config.json", **knobs: Any)
             "sliding_window": int(hf.get("bookft_sliding_window", 0)),
             "layer_types": tuple(hf.get("bookft_layer_types", ())),
             "nope_layers": tuple(int(i) for i in hf.get("bookft_nope_layers", ())),
+            "logn_attention": int(hf.get("bookft_logn_attention", 0)),
         }
     except KeyError as e:
         raise ModelError(f"{where}: missing key {e.args[0]!r}") from None
@@ -154,6 +155,8 @@ def config_to_hf(config: ModelConfig, dtype: str | None = None) -> dict[str, Any
         hf["bookft_layer_types"] = list(config.layer_types)
     if config.nope_layers:  # bookft's own key: read back by config_from_hf, refused by export
         hf["bookft_nope_layers"] = list(config.nope_layers)
+    if config.logn_attention:  # bookft's own key: read back by config_from_hf, refused by export
+        hf["bookft_logn_attention"] = config.logn_attention
     return hf
 
 
