@@ -98,7 +98,8 @@ def test_memory_levers_keep_loss_and_gradients(reference, remat):
 
 def test_logn_attention_matches_single_device():
     """model.logn_attention scales each query by its document position: ring's load-balanced shards give
-    the single-device loss and gradients (ulysses passed too when measured; one strategy keeps CI short) (positions up to 28, base 8: scales up to 1.62)."""
+    the single-device loss and gradients (positions up to 28, base 8: scales up to 1.62). Ulysses passed
+    too when measured; one strategy here keeps CI short."""
     ref_loss, ref_grads = loss_and_grads("local", {"data": 1, "fsdp": 1, "context": 1}, logn_attention=8)
     _, plain = loss_and_grads("local", {"data": 1, "fsdp": 1, "context": 1})
     change = max(float(np.abs(a - b).max() / np.abs(b).max())
