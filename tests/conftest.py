@@ -42,3 +42,14 @@ def words_corpus(tmp_path_factory):
                                    "--vocab-size", "300", "--workers", "0"])
     assert res.exit_code == 0, res.output
     return out
+
+
+@pytest.fixture(scope="module")
+def ray_instance():
+    """A local Ray instance of 2 CPUs per test module (the Ray engine uses an instance already started
+    in the process); skips when the `ray` extra is not installed."""
+    ray = pytest.importorskip("ray")
+    pytest.importorskip("ray.data")
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    yield ray
+    ray.shutdown()

@@ -67,6 +67,11 @@ def register(app: typer.Typer) -> None:
         wait: bool = typer.Option(False, "--wait", help="Wait for a running refresh of the same corpus instead of exiting 3."),
         wait_timeout: float = typer.Option(None, "--wait-timeout", help="Give up waiting after this many seconds (exit 3)."),
         set_: list[str] = typer.Option([], "--set", help="Pipeline override key=value (repeatable)."),
+        engine: str = typer.Option(None, "--engine", help="local|ray: where the changed sources are extracted "
+                                   "(default: the pipeline's `engine`, else local; ray needs "
+                                   "pip install 'bookft[ray]')."),
+        ray_address: str = typer.Option(None, "--ray-address", help="--engine ray: the Ray cluster to join "
+                                        "(default: start a local Ray instance)."),
         as_json: bool = typer.Option(False, "--json", help="Print the run record as JSON on stdout."),
     ) -> None:
         """Refresh a corpus: extract only what changed, validate, publish atomically, prune, post-steps.
@@ -75,9 +80,13 @@ def register(app: typer.Typer) -> None:
         from bookft.ingest.progress import RichProgress
         from bookft.pipelines.runner import run_pipeline
 
+        overrides = list(set_)
+        for key, val in (("engine", engine), ("ray_address", ray_address)):
+            if val is not None:
+                overrides.append(f"{key}={val}")
         progress = None if as_json else RichProgress(console)
         try:
-            code, record = run_pipeline(definition, wait=wait, wait_timeout=wait_timeout, overrides=set_,
+            code, record = run_pipeline(definition, wait=wait, wait_timeout=wait_timeout, overrides=overrides,
                                         progress=progress)
         finally:
             if progress is not None:

@@ -3,9 +3,9 @@
 Design choices:
 - A pipeline does not redefine a corpus: `corpus:` names a corpora/*.yaml definition and the
   pipeline only overrides what a refresh needs (`sources` added inline, `out`, `tokenizer`,
-  `seq_len`, `workers`, and any other IngestConfig key under `ingest:`). Without `corpus:` the
-  inline `sources` are the whole corpus. Both end in one strict `IngestConfig`, built at load time,
-  so an unknown key anywhere is reported before any work starts.
+  `seq_len`, `workers`, `engine`, `ray_address`, and any other IngestConfig key under `ingest:`).
+  Without `corpus:` the inline `sources` are the whole corpus. Both end in one strict
+  `IngestConfig`, built at load time, so an unknown key anywhere is reported before any work starts.
 - Relative paths (corpus, sources, out, checkpoint, status_file) are read from the working
   directory (the project root), the same rule corpora/*.yaml uses for `out` and `sources`; the
   deploy examples set the working directory.
@@ -76,6 +76,8 @@ class PipelineConfig:
     tokenizer: str | dict[str, Any] | None = None  # a tokenizer.json / HF folder, or TokenizerConfig keys
     seq_len: int | None = None
     workers: int | None = None
+    engine: str | None = None  # local|ray: where the changed sources are extracted (IngestConfig.engine)
+    ray_address: str | None = None  # engine ray: the cluster to join (default: a local Ray instance)
     ingest: dict[str, Any] = field(default_factory=dict)  # any other IngestConfig keys
     retention: int = 3  # published versions kept
     strict: bool = False  # True: any failed or missing source fails the run (nothing published)
@@ -109,7 +111,8 @@ def ingest_config(p: PipelineConfig) -> IngestConfig:
         raw["tokenizer"] = deep_merge(raw.get("tokenizer") or {}, p.tokenizer)
     if p.seq_len is not None:
         raw["packing"] = {**(raw.get("packing") or {}), "seq_len": p.seq_len}
-    for key, val in (("out", p.out), ("workers", p.workers)):
+    for key, val in (("out", p.out), ("workers", p.workers), ("engine", p.engine),
+                     ("ray_address", p.ray_address)):
         if val is not None:
             raw[key] = val
     raw = deep_merge(raw, p.ingest)

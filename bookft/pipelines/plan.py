@@ -62,9 +62,13 @@ def source_specs(cfg: IngestConfig) -> list[tuple[str, str, str | None]]:
     return specs + [(s.path, s.kind, s.collection) for s in cfg.sources]
 
 
+RUN_ONLY_KEYS = ("workers", "engine", "ray_address")  # how and where extraction runs does not change the data
+
+
 def config_fingerprint(cfg: IngestConfig) -> dict:
     c = json.loads(json.dumps(asdict(cfg), default=str))
-    c.pop("workers", None)  # how many processes extract does not change the data
+    for k in RUN_ONLY_KEYS:
+        c.pop(k, None)
     return c
 
 
@@ -91,7 +95,8 @@ def plan_refresh(cfg: IngestConfig) -> Plan:
             plan.unchanged.append(path)
     plan.removed = [p for p in before if p not in now]
     old_cfg = dict(prev.get("config") or {})
-    old_cfg.pop("workers", None)
+    for k in RUN_ONLY_KEYS:
+        old_cfg.pop(k, None)
     plan.config_changed = old_cfg != config_fingerprint(cfg)
     if not plan.config_changed and cfg.tokenizer.path:
         from bookft.ingest.tokenize import fingerprint, load_tokenizer

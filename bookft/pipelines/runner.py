@@ -4,7 +4,8 @@ Order of a run (each step's failure is reported with the exit code below):
     load + validate config                        -> 2 on any ConfigError
     take the corpus lock (runs/lock, flock)       -> 3 when another refresh holds it (or wait: --wait)
     plan: resolve sources, content hashes, diff   -> nothing changed: publish nothing, exit 0
-    build_corpus with the extraction/token caches (only added/changed sources are extracted)
+    build_corpus with the extraction/token caches (only added/changed sources are extracted, by the
+    local pool or, with `engine: ray`, as Ray Data tasks: bookft/ingest/ray_engine.py)
     validate the staged version (bookft.pipelines.validate) -> 1, nothing published
     same data as current (data hash, tokenizer, seq_len)? discard it: exit 0, nothing published
     publish: rename versions/.tmp-* -> versions/NNNN, switch `current` by rename (in build_corpus)
@@ -114,9 +115,11 @@ def _failed_sources(entries: list[dict]) -> list[dict]:
 
 def in_process_extract(plan, icfg) -> bool:
     """A refresh with little to extract runs it in this process: starting the worker pool (a fresh
-    interpreter per worker importing bookft) costs more than extracting a few hundred small text files."""
+    interpreter per worker importing bookft) costs more than extracting a few hundred small text files.
+    Not with `engine: ray`: a refresh pointed at Ray sends every changed source there, even one (Ray was
+    chosen for its CPUs, a cluster's; on a local Ray instance a refresh pays its start, ~10 s here)."""
     todo = plan.added + plan.changed
-    if icfg.workers == 0 or plan.previous is None or plan.config_changed:
+    if icfg.engine != "local" or icfg.workers == 0 or plan.previous is None or plan.config_changed:
         return False
     if len(todo) <= 2 * icfg.workers:
         return True
@@ -138,6 +141,7 @@ def refresh(p: PipelineConfig, icfg, record: dict, progress=None) -> int:
     record["version"] = record["previous_version"]
     record["counts"] = {**plan.counts(), "documents_extracted": 0, "failed_sources": 0}
     record["missing"] = plan.missing
+    record["engine"] = icfg.engine
     if p.strict and plan.missing:
         raise PipelineError(f"strict: {len(plan.missing)} source(s) missing: "
                             + "; ".join(f"{m['source']}: {m['reason']}" for m in plan.missing[:10]))

@@ -36,11 +36,12 @@ def config_digest(cfg: RunConfig) -> str:
 
 def run_facts(cfg: RunConfig, corpus) -> dict[str, str]:
     """What every host of a job must agree on: each key of the run config (flattened, a.b.c) and the
-    corpus version (its resolved folder, manifest version and tokenizer fingerprint)."""
+    corpus version (its resolved folder, manifest version, data hash and tokenizer fingerprint: the data
+    hash tells apart two copies at one path that differ, say a host's stale local copy)."""
     facts = {f"config.{k}": json.dumps(v, sort_keys=True) for k, v in _flat(to_dict(cfg)).items()}
     manifest = getattr(corpus, "manifest", {})
     facts.update({"corpus.path": str(corpus.path), "corpus.version": str(manifest.get("version", "")),
-                  "corpus.sequences": str(len(corpus)),
+                  "corpus.data_hash": str(manifest.get("data_hash", "")), "corpus.sequences": str(len(corpus)),
                   "corpus.tokenizer_fingerprint": str(getattr(corpus, "fingerprint", ""))})
     return facts
 

@@ -77,15 +77,6 @@ def _cfg(out, **kw):
                                     "packing": {"seq_len": 256}, **kw})
 
 
-@pytest.fixture(scope="module")
-def ray_instance():
-    ray = pytest.importorskip("ray")
-    pytest.importorskip("ray.data")
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
-    yield ray
-    ray.shutdown()
-
-
 def _failed(m):
     return sorted((e["source"], e["status"], e["reason"]) for e in m["sources"] if e["status"] != "ingested")
 

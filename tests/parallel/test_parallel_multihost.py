@@ -2,11 +2,13 @@
 devices (gloo collectives, coordinator on 127.0.0.1 and a free port) with context parallelism across
 the process boundary gives the losses of one process with 8 devices; each process reads only its
 devices' rows and sequence slices; only process 0 reports; a kill -9 resume is exact; hosts that
-disagree on the config are named. Every child has a timeout and is killed with its group."""
+disagree on the config or the corpus version are named. Every child has a timeout and is killed with
+its group."""
 
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -307,6 +309,43 @@ def test_hosts_that_disagree_are_named(tmp_path, words_corpus):
     said = (tmp_path / "p0.log").read_text().replace("\n", " ")
     assert "hosts disagree" in said and "process 1 (host" in said, said
     assert "config.train.steps: 5 on process 1, 4 on process 0" in " ".join(said.split()), said
+    assert not (tmp_path / "r" / "checkpoints").exists() or not any((tmp_path / "r" / "checkpoints").iterdir())
+
+
+@pytest.mark.slow
+def test_hosts_that_see_different_corpora_are_named(tmp_path, words_corpus):
+    """The same command and config on both processes, but `data.corpus: corpus` (relative) resolves in
+    each process's working directory to a different copy: process 1's has one document changed (a
+    host's stale local copy; same tokenizer, same version number). Both refuse before compiling,
+    naming process 1, its host and the corpus's data hash with both values."""
+    src = tmp_path / "src"
+    shutil.copytree(words_corpus.parent / "src", src)
+    (src / "doc3.txt").write_text((src / "doc3.txt").read_text().replace("\n\n", "\n\nA changed line.\n\n", 1))
+    tok = words_corpus / "current" / "tokenizer" / "tokenizer.json"
+    other = tmp_path / "other"
+    res = CliRunner().invoke(app, ["ingest", str(src), "--out", str(other), "--seq-len", "128",
+                                   "--tokenizer", str(tok), "--workers", "0"])
+    assert res.exit_code == 0, res.output
+    a, b = (open_corpus(c).manifest for c in (words_corpus, other))
+    assert a["version"] == b["version"] and a["tokenizer"]["fingerprint"] == b["tokenizer"]["fingerprint"]
+    assert a["data_hash"] != b["data_hash"]
+    cfg = config(tmp_path, Path("corpus"), RING8)
+    port = free_port()
+    procs = []
+    for i, corpus in enumerate((words_corpus, other)):
+        (tmp_path / f"host{i}").mkdir()
+        (tmp_path / f"host{i}" / "corpus").symlink_to(corpus)
+        procs.append(spawn(["train", "-c", str(cfg), "--run-dir", str(tmp_path / "r")], i, 2, port, 4,
+                           log=tmp_path / f"p{i}.log", cwd=tmp_path / f"host{i}"))
+    try:
+        code = wait_all(procs, timeout_s=TIMEOUT, grace_s=5)
+    finally:
+        stop(procs, grace_s=1)
+    assert code == 2
+    said = " ".join((tmp_path / "p0.log").read_text().split())
+    assert "hosts disagree on the run config and corpus version" in said and "process 1 (host" in said, said
+    assert f"corpus.data_hash: {b['data_hash']} on process 1, {a['data_hash']} on process 0" in said, said
+    assert "config." not in said.split("differs from process 0")[1].split("every host must")[0], said  # configs agree
     assert not (tmp_path / "r" / "checkpoints").exists() or not any((tmp_path / "r" / "checkpoints").iterdir())
 
 
