@@ -192,6 +192,27 @@ NOTES = [
     "1/1/1/1/0.9, 2K 0.4/1/1/1/0.8 (P2: 0.4/0.9/0.7/0.9/0.2). The six depth-0 misses at 2K are a digit read as 0 "
     "(3708443 -> 3700443, 4833188 -> 4830188): steadier, still a miss at the far end. Not adopted (draws 0 and "
     "4 at 1.5e-3 not run).",
+    "Session 9 (issue 16), (Q1) P2 with lr 1.5e-3 and a 500-step 2,048 stage instead of 300 (train.steps 1600), "
+    "draws 1 and 2 as two processes beside the real-model benchmarks and two helpers (load 5-20; walls not "
+    "comparable). Draw 1 (P2's failure): identical to P3 through step 1,000 (256 gate at 450, 1,024 gate at "
+    "700), then the 2,048 probe swung 0.33-1.0 and the extra 200 steps at 2,048 closed the far end: 1K "
+    "1/1/1/1/1, 2K 1/1/1/1/1 (P3, 300 steps at 2,048: 2K depth 0 at 0.4), 1,200 steps. Draw 2: 256 gate at "
+    "550, then the 1,024 stage never converged (probe/1024 0.0-0.67 for 400 steps, grad norm up to 8 before "
+    "clipping, loss flat at ~0.75) and ran to its cap; the 2,048 stage brought probe/1024 to 1.0 at 1,450 "
+    "but the grid read 1K 0.9/0.8/0.7/0.6/0.3, 2K 0.6/0.5/0.5/0.5/0.3 after 1,550 steps (the run was "
+    "stopped by mistake at step 1,077 and resumed from its step-1,000 checkpoint; the resume is bitwise). "
+    "So draw 2 is the hard draw of the base-1e9 recipes: the session-6 recipe (base 5e5) passed its 1,024 "
+    "gate at 650 on the same draw. Q1 is not adopted: 1 of 2 draws.",
+    "Session 9, (Q2) Q1 + model.logn_attention 256 (each query's logits scaled by max(1, log(p+1)/log(256)), "
+    "p its position in the document: the softmax sharpens with the number of keys; Chiang & Cholak 2022, "
+    "Qwen's logn_attn) on draw 2: the 256 gate passed at 450 (Q1: 550; corpus rows at 256 carry long "
+    "documents' positions, so the scale acts in the first stage too), then probe/1024 stayed at 0.33-0.5 "
+    "through step 850, no better than Q1; stopped at step 873 for session time, no eval. The knob is kept "
+    "(tested in every strategy, off by default).",
+    "Session 9, scheduling on this host: the kernel groups processes by session (autogroup, "
+    "/proc/sys/kernel/sched_autogroup_enabled = 1), so `nice` only orders processes within one session; "
+    "a helper's niced job in its own session took an equal share from the loops until each session's "
+    "/proc/PID/autogroup nice was set. The session-8 walls (3-4x a quiet host) were partly that.",
     "Why 2048 examples: session-2 run 2 (stages up to 1024) reached 1K 0/0/0.9/1/1; adding a 2048 "
     "stage (d1) took depth 0 at 1K from 0.0 to 0.8 (STACK-FACTS: training at 2,048 fixes depth 0 at "
     "1,024). The probe overstates reach: earlier askings of the question give most answer targets a "
