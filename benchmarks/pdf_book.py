@@ -87,10 +87,19 @@ def _env() -> dict:
     return env
 
 
-def _wall(cmd: list[str]) -> float:
+CPU = {}  # run name -> CPU seconds (user + sys) of the process itself and the children it reaped
+
+
+def _wall(cmd: list[str], name: str = "") -> float:
+    import resource
+
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_env())
-    return time.perf_counter() - t
+    wall = time.perf_counter() - t
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.setdefault(name, []).append(round(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime, 3))
+    return wall
 
 
 def _ingest(book: Path, out: Path, tokenizer: Path, workers: int, split: bool) -> tuple[float, dict]:
@@ -99,7 +108,7 @@ def _ingest(book: Path, out: Path, tokenizer: Path, workers: int, split: bool) -
            "--workers", str(workers)]
     if not split:
         cmd += ["--set", "extract.pdf_pages_per_job=0"]
-    wall = _wall(cmd)
+    wall = _wall(cmd, "split" if split else "unsplit")
     m = json.loads((out / "current" / "manifest.json").read_text())
     shutil.rmtree(out, ignore_errors=True)
     return wall, m
@@ -192,7 +201,7 @@ def main() -> None:
     for rep in range(args.reps):
         for name in order[rep % 3:] + order[:rep % 3]:
             if name == "bare":
-                runs["bare"].append(_wall([sys.executable, "-c", BARE, str(book)]))
+                runs["bare"].append(_wall([sys.executable, "-c", BARE, str(book)], "bare"))
             else:
                 wall, m = _ingest(book, work / f"corpus-{name}", tokenizer, args.workers, name == "split")
                 runs[name].append(wall)
@@ -221,6 +230,9 @@ def main() -> None:
         "tokens": m0["counts"]["tokens"], "page_range_jobs": m0["work"]["pdf_page_ranges"],
         "pdf_pages_per_job": m0["config"]["extract"]["pdf_pages_per_job"],
         "seconds": runs, "median_seconds": med,
+        "cpu_seconds": CPU, "cpu_seconds_median": {k: round(statistics.median(v), 3) for k, v in CPU.items()},
+        "cpu_note": "user+sys of the process and the children it reaped: all of the bare loop; for bookft its "
+                    "main process only (the forkserver's workers are reaped by the forkserver, not counted)",
         "ratio_bare_over_bookft": round(med["bare"] / med["split"], 3),
         "ratio_bare_over_bookft_unsplit": round(med["bare"] / med["unsplit"], 3),
         "target_ratio": 0.7,
@@ -242,6 +254,9 @@ def main() -> None:
         label = f"bookft ingest, {res['page_range_jobs']} page ranges" if name == "split" else "bookft ingest, one job"
         tab.add_row(label, f"{med[name]:.2f}", f"{med['bare'] / med[name]:.2f}",
                     ", ".join(f"{k} {v}" for k, v in ph.items() if k != "total"))
+    cpu = res["cpu_seconds_median"]
+    tab.add_row("CPU s: bare / split / unsplit (main)", "", "",
+                f"{cpu.get('bare')} / {cpu.get('split')} / {cpu.get('unsplit')}")
     tab.add_row("target", "", ">= 0.70", "")
     tab.add_row("split == unsplit data hash", str(res["same_data_hash_split_unsplit"]), "", res["data_hash"][:16])
     tab.add_row("tokenize: one call / threads / pool", "", "",

@@ -41,6 +41,7 @@ import json
 import multiprocessing
 import os
 import shutil
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -112,8 +113,12 @@ def _pool_map(fn, args: list, workers: int):
             yield i, fn(*a)
         return
     ctx = multiprocessing.get_context("forkserver" if os.name == "posix" else "spawn")
-    if os.name == "posix":  # the server imports the task module once; each worker forks with it loaded
-        ctx.set_forkserver_preload(["__main__", "bookft.ingest.jobs"])
+    if os.name == "posix":  # the server imports once what every worker needs; each worker forks with it loaded.
+        # Each worker also runs the main module again before its first task (CPython 3.11's forkserver does
+        # not preload `__main__`: it looks for a `main_path` that spawn never gives), so when that is the
+        # command line, its imports (typer, rich, every command module) are preloaded too: once, not per worker.
+        cli = [m for m in ("bookft.cli",) if m in sys.modules]
+        ctx.set_forkserver_preload(["__main__", "bookft.ingest.jobs", *cli])
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
         futures = {ex.submit(fn, *a): i for i, a in enumerate(args)}
         for fut in as_completed(futures):
