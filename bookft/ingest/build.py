@@ -5,7 +5,7 @@ Design choices:
   sources; extract (pure function per source, process pool of `workers`, results cached per
   content hash; in this process when the sources to extract hold under 16 MiB, where a pool's
   start would cost more than it saves; or, with `engine: ray`, the same jobs on Ray Data:
-  ingest/ray_engine.py); dedup (exact, by text sha256, first occurrence wins);
+  ingest/ray_engine.py; the tasks are ingest/jobs.py's); dedup (exact, by text sha256, first occurrence wins);
   tokenizer (given, reused from the previous version, or trained); tokenize (per source, cached
   per fingerprint); pack (pure plan over lengths); write (streamed Arrow) and publish atomically.
 - Streaming: the extraction cache on disk is the document store between phases. A worker writes
@@ -15,6 +15,18 @@ Design choices:
   file read back by slices (pread, not a memory map, so it never becomes resident), and Arrow
   batches go straight into the published shards. Memory is bounded by the largest single source
   (its extraction in a worker, its token arrays here), not by the corpus.
+- One big source uses every core (issue 18): a PDF of more than `extract.pdf_pages_per_job` pages
+  (default 300) is read as near-equal page ranges, each its own task in the same pool (local or
+  Ray), whenever the pool has more than one worker (even under 16 MiB: the split is the point).
+  pdfium reads each range exactly as it reads the whole file; this process puts the pages back in
+  order and runs the document-level steps on all of them (running headers/footers are found over
+  every page; paragraphs run over page breaks), so the document, its cache entry (one per source,
+  whole, under the same key: the knob is not part of it) and the corpus are those of one job.
+  A file pdfium does not open when planning (not a PDF, encrypted without its password, damaged)
+  is never split; a range that fails (the file changed under us) sends the file to one whole-source
+  job, so every failure reads exactly as without splitting. The split is planned only for PDFs of
+  at least 512 bytes per threshold page (smaller files cannot have that many pages), and not with
+  OCR or the pypdf backend (whole files there).
 - Deterministic: results are assembled in source order, not completion order, so a rerun gives
   the same data hash.
 - Refresh pipelines (issue 7) build on this: the manifest lists every source with its content hash
@@ -29,6 +41,7 @@ import json
 import multiprocessing
 import os
 import shutil
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -43,12 +56,14 @@ from bookft.corpus.packing import pack
 from bookft.corpus.store import FlatFile, check_corpus_dir, clean_stale, publish, staging_dir, write_json
 from bookft.corpus.writer import write_version
 from bookft.errors import IngestError
-from bookft.ingest.cache import SourceCache, write_extract
+from bookft.ingest.cache import SourceCache
 from bookft.ingest.config import IngestConfig
 from bookft.ingest.documents import Document
+from bookft.ingest.jobs import extract_to_cache, run_task
 from bookft.ingest.manifest import build_manifest
 from bookft.ingest.mix import mixing, plan_mix
 from bookft.ingest.neardup import NearDuplicates
+from bookft.ingest.pdf import pages_text, pdf_result, pdf_split_plan, text_document
 from bookft.ingest.sources import content_hash, extract, job_key, resolve_sources
 from bookft.ingest.tokenize import encode_source, fingerprint, load_tokenizer, special_ids, train_bpe, word_starts
 
@@ -98,6 +113,12 @@ def _pool_map(fn, args: list, workers: int):
             yield i, fn(*a)
         return
     ctx = multiprocessing.get_context("forkserver" if os.name == "posix" else "spawn")
+    if os.name == "posix":  # the server imports once what every worker needs; each worker forks with it loaded.
+        # Each worker also runs the main module again before its first task (CPython 3.11's forkserver does
+        # not preload `__main__`: it looks for a `main_path` that spawn never gives), so when that is the
+        # command line, its imports (typer, rich, every command module) are preloaded too: once, not per worker.
+        cli = [m for m in ("bookft.cli",) if m in sys.modules]
+        ctx.set_forkserver_preload(["__main__", "bookft.ingest.jobs", *cli])
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
         futures = {ex.submit(fn, *a): i for i, a in enumerate(args)}
         for fut in as_completed(futures):
@@ -109,11 +130,60 @@ def _pool_extract(jobs, workers, progress):
     yield from _pool_map(extract, [(job,) for job in jobs], workers)
 
 
-def _extract_to_cache(job, cache_root: Path, key: str, chash: str) -> dict:
-    """Worker: extract one source, write it to the extraction cache, return only its head (no texts)."""
-    res = extract(job)
-    res.hash = chash
-    return write_extract(cache_root, key, res)
+_extract_to_cache = extract_to_cache  # the whole-source worker (bookft/ingest/jobs.py)
+SPLIT_MIN_BYTES_PER_PAGE = 512  # a PDF smaller than this per page of the split threshold is not opened to
+#                                 count its pages (it cannot have that many): no planning cost for small files
+
+
+def _page_ranges(n_pages: int, per_job: int) -> list[tuple[int, int]]:
+    """[start, stop) ranges of near-equal size, at most `per_job` pages each, covering 0..n_pages."""
+    k = -(-n_pages // per_job)
+    cuts = [n_pages * r // k for r in range(k + 1)]
+    return list(zip(cuts[:-1], cuts[1:], strict=True))
+
+
+def _plan_splits(b: _Build) -> dict[int, tuple[list[tuple[int, int]], dict]]:
+    """Jobs to extract as page ranges: job index -> (ranges, pdfium meta). A PDF of more than
+    extract.pdf_pages_per_job pages that pdfium opens, when the pool has more than one worker (or Ray);
+    not with OCR or the pypdf backend (the per-document OCR note, pypdf's own reading: whole files)."""
+    cfg = b.cfg
+    per_job = cfg.extract.pdf_pages_per_job
+    if per_job <= 0 or (cfg.engine != "ray" and cfg.workers < 2):
+        return {}
+    out = {}
+    for i in b.todo:
+        job = b.jobs[i]
+        if job.kind != "pdf" or job.extract.pdf_backend != "pdfium" or job.extract.ocr.enabled:
+            continue
+        try:
+            size = os.stat(job.path).st_size
+        except OSError:
+            continue
+        if size < per_job * SPLIT_MIN_BYTES_PER_PAGE or size > job.limits.max_file_mb * (1 << 20):
+            continue
+        plan = pdf_split_plan(job.path, job.pdf_password)
+        if plan is not None and plan[0] > per_job:
+            out[i] = (_page_ranges(plan[0], per_job), plan[1])
+    return out
+
+
+def _assemble_pdf(b: _Build, i: int, pages: list[list[str]], meta: dict) -> dict:
+    """A split PDF's ranges, in page order -> the same cache entry (and head) as extracting it whole."""
+    job = b.jobs[i]
+    source = str(Path(job.path))  # as extract() names it
+    text, m = pages_text([p for rng in pages for p in rng], meta, "pdfium")
+    res = pdf_result(source, *text_document(text, m, source, job.collection))
+    res.hash = b.hashes[i]
+    return b.cache.save_extract(b.keys[i], res)
+
+
+def _map_tasks(b: _Build, tasks: list[tuple], workers: int):
+    """Yield (index, run_task(tasks[index])) on the configured engine, in completion order."""
+    if b.cfg.engine == "ray":  # the same tasks as Ray Data tasks (bookft/ingest/ray_engine.py)
+        from bookft.ingest.ray_engine import ray_map
+
+        return ray_map(run_task, [(t,) for t in tasks], b.cfg.workers, b.cfg.ray_address)
+    return _pool_map(run_task, [(t,) for t in tasks], workers)
 
 
 def _previous_tokenizer(root: Path, cfg: IngestConfig):
@@ -149,6 +219,7 @@ class _Build:
     keys: list[str] = field(default_factory=list)
     hashes: list[str] = field(default_factory=list)
     todo: list[int] = field(default_factory=list)  # indices of the jobs extracted this time
+    page_ranges: int = 0  # page-range jobs run for split PDFs (extract.pdf_pages_per_job)
     heads: list[dict] = field(default_factory=list)
     entries: list[dict] = field(default_factory=list)
     stats_total: dict[str, int] = field(default_factory=lambda: defaultdict(int))
@@ -228,16 +299,40 @@ def _extract(b: _Build) -> None:
     cache.extract_misses = len(todo)
     progress.start("extract", len(jobs), "sources")
     progress.advance(len(jobs) - len(todo))
-    args = [(jobs[i], cache.root, b.keys[i], b.hashes[i]) for i in todo]
-    if b.cfg.engine == "ray":  # the same jobs as Ray Data tasks (bookft/ingest/ray_engine.py)
-        from bookft.ingest.ray_engine import ray_map
+    splits = _plan_splits(b)
+    b.page_ranges = sum(len(ranges) for ranges, _ in splits.values())
+    tasks, owner = [], []  # owner: (job index, range number), or (job index, None) for a whole source
+    for i, (ranges, _) in splits.items():  # the big ones first: the pool balances the rest around them
+        for r, (lo, hi) in enumerate(ranges):
+            tasks.append(("pages", jobs[i].path, lo, hi, jobs[i].pdf_password))
+            owner.append((i, r))
+    for i in todo:
+        if i not in splits:
+            tasks.append(("source", jobs[i], cache.root, b.keys[i], b.hashes[i]))
+            owner.append((i, None))
+    workers = b.cfg.workers if splits or not _small([jobs[i].path for i in todo]) else 0
+    pages: dict[int, list] = {i: [None] * len(ranges) for i, (ranges, _) in splits.items()}
+    whole: list[int] = []  # split sources with a failed range: extracted again, whole
 
-        results = ray_map(_extract_to_cache, args, b.cfg.workers, b.cfg.ray_address)
-    else:
-        results = _pool_map(_extract_to_cache, args, b.cfg.workers if not _small([jobs[i].path for i in todo]) else 0)
-    for j, head in results:
-        cache.remember(b.keys[todo[j]], head)
+    def done(i: int, head: dict) -> None:
+        cache.remember(b.keys[i], head)
         progress.advance(1, pages=head["stats"].get("pages", 0), chars=sum(d["n_chars"] for d in head["documents"]))
+
+    for t, out in _map_tasks(b, tasks, workers):
+        i, r = owner[t]
+        if r is None:
+            done(i, out)
+        elif i in whole:
+            continue
+        elif "error" in out:
+            whole.append(i)
+        else:
+            pages[i][r] = out["pages"]
+            if all(p is not None for p in pages[i]):
+                done(i, _assemble_pdf(b, i, pages.pop(i), splits[i][1]))
+    retry = [("source", jobs[i], cache.root, b.keys[i], b.hashes[i]) for i in whole]
+    for t, head in _map_tasks(b, retry, workers):
+        done(whole[t], head)
     progress.end()
     b.heads = [cache.head(k) for k in b.keys]
 

@@ -102,6 +102,14 @@ class ExtractConfig:
     code_include_hidden: bool = False  # dot-files and dot-folders other than .git (never read)
     ocr: OcrConfig = field(default_factory=OcrConfig)  # off by default
     secrets: SecretsConfig = field(default_factory=SecretsConfig)
+    pdf_pages_per_job: int = 300  # a PDF of more pages is read as page ranges of this many, in parallel
+    #   (build.py, issue 18), then reassembled: the same document as one job; 0 = never split. It only
+    #   changes speed, so it is not part of the extraction cache key (sources.py `job_key`).
+
+    def validate(self) -> None:
+        if self.pdf_pages_per_job < 0 or isinstance(self.pdf_pages_per_job, bool):
+            raise ConfigError(f"extract.pdf_pages_per_job: must be >= 1 (pages per page-range job), or 0 to "
+                              f"never split a PDF; got {self.pdf_pages_per_job}")
 
 
 @dataclass(frozen=True, kw_only=True)

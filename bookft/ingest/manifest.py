@@ -47,7 +47,8 @@ def build_manifest(b) -> dict:
         "data_hash": info["data_hash"],
         "loss_weights": b.loss_weights is not None,
         "work": {**b.cache.counters(), "documents_extracted": sum(len(b.heads[i]["documents"]) for i in b.todo),
-                 "sources_unchanged": len(b.jobs) - len(b.todo)},
+                 "sources_unchanged": len(b.jobs) - len(b.todo),
+                 "pdf_page_ranges": b.page_ranges},  # page-range jobs of split PDFs (build.py, issue 18)
         "timings": {k: round(v, 3) for k, v in b.timings.items()},
         "cpu_seconds": {k: round(v, 3) for k, v in b.cpu.items()},
         "config": json.loads(json.dumps(asdict(cfg), default=str)),

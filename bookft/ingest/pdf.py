@@ -44,25 +44,66 @@ def _encrypted(password: str | None) -> str:
     return ENCRYPTED_WRONG_ONE if password else ENCRYPTED_NONE_GIVEN
 
 
-def _pages_pdfium(data: bytes, password: str | None = None) -> tuple[list[str], dict]:
+def _open_pdfium(src, password: str | None):
+    """A pdfium document from bytes or a path; PdfFailure (encrypted / cannot open) otherwise."""
     import pypdfium2 as pdfium
 
     try:
-        pdf = pdfium.PdfDocument(data, password=password)
+        return pdfium.PdfDocument(src, password=password)
     except pdfium.PdfiumError as e:
         msg = str(e)
         if "password" in msg.lower():
             raise PdfFailure(_encrypted(password)) from None
         raise PdfFailure(f"pdfium cannot open it: {msg}") from None
+
+
+def _pdfium_meta(pdf) -> dict:
     try:
-        meta = {}
-        try:
-            m = pdf.get_metadata_dict(skip_empty=True)
-            meta = {"title": m.get("Title", ""), "author": m.get("Author", "")}
-        except Exception:  # metadata is optional
-            pass
+        m = pdf.get_metadata_dict(skip_empty=True)
+        return {"title": m.get("Title", ""), "author": m.get("Author", "")}
+    except Exception:  # metadata is optional
+        return {}
+
+
+def _pages_pdfium(data: bytes, password: str | None = None) -> tuple[list[str], dict]:
+    pdf = _open_pdfium(data, password)
+    try:
+        meta = _pdfium_meta(pdf)
         pages = [_pdfium_page_lines(pdf[i]) for i in range(len(pdf))]
         return pages, meta
+    finally:
+        pdf.close()
+
+
+def pdf_split_plan(path: str, password: str | None = None) -> tuple[int, dict] | None:
+    """(pages, meta) of a PDF that pdfium opens, for splitting it into page ranges (build.py); None when
+    it does not open (not a PDF, encrypted without the password, damaged): such a file is extracted
+    whole, so its failure is reported exactly as without splitting."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1024)
+        if not head.lstrip().startswith(b"%PDF-") and b"%PDF-" not in head:
+            return None
+        pdf = _open_pdfium(path, password)
+    except (OSError, PdfFailure):
+        return None
+    try:
+        return len(pdf), _pdfium_meta(pdf)
+    except Exception:
+        return None
+    finally:
+        pdf.close()
+
+
+def pdf_page_range(path: str, start: int, stop: int, password: str | None = None) -> list[str]:
+    """Pages [start, stop) of a PDF read by pdfium, each as `_pages_pdfium` reads it (one page-range job of
+    a split PDF; build.py reassembles the ranges in order). Raises on any failure (the caller then
+    extracts the file whole)."""
+    pdf = _open_pdfium(path, password)
+    try:
+        if len(pdf) < stop:
+            raise PdfFailure(f"page range {start}-{stop} beyond the {len(pdf)} page(s)")
+        return [_pdfium_page_lines(pdf[i]) for i in range(start, stop)]
     finally:
         pdf.close()
 
@@ -225,6 +266,13 @@ def pdf_text(data: bytes, backend: str = "pdfium", *, password: str | None = Non
         read, note = ocr_pages(data, [i for i, p in enumerate(pages) if not p.strip()], ocr, password)
         pages = [read.get(i, p) for i, p in enumerate(pages)]
         meta = {**meta, "ocr_pages": len(read), "ocr_note": note}
+    return pages_text(pages, meta, used)
+
+
+def pages_text(pages: list[str], meta: dict, used: str = "pdfium") -> tuple[str, dict]:
+    """Every page's text, in order -> (text, meta): the document-level half of `pdf_text` (running
+    headers/footers need all pages; paragraphs run over page breaks), run after a split PDF's ranges
+    are reassembled."""
     page_lines = [[ln for ln in p.replace("\r\n", "\n").replace("\r", "\n").split("\n")] for p in pages]
     empty = sum(1 for p in pages if not p.strip())
     page_lines = strip_headers_footers(page_lines)
@@ -247,13 +295,18 @@ def pdf_text(data: bytes, backend: str = "pdfium", *, password: str | None = Non
 
 def extract_pdf(path: Path, collection: str, backend: str = "pdfium", *, password: str | None = None,
                 ocr: OcrConfig | None = None) -> ExtractResult:
-    res = ExtractResult(source=str(path), kind="pdf")
     try:
         data = path.read_bytes()
     except OSError as e:
+        res = ExtractResult(source=str(path), kind="pdf")
         res.entries.append(Entry(str(path), "failed", f"cannot read file: {e.strerror or e}", "pdf"))
         return res
-    doc, entry, meta = pdf_document(data, str(path), collection, backend, password=password, ocr=ocr)
+    return pdf_result(str(path), *pdf_document(data, str(path), collection, backend, password=password, ocr=ocr))
+
+
+def pdf_result(source: str, doc: Document | None, entry: Entry, meta: dict) -> ExtractResult:
+    """One PDF file's ExtractResult from `pdf_document`'s (or `pages_document`'s) answer."""
+    res = ExtractResult(source=source, kind="pdf")
     res.add("pages", meta.get("pages", 0))
     res.add("empty_pages", meta.get("empty_pages", 0))
     if meta.get("ocr_pages"):
@@ -271,6 +324,11 @@ def pdf_document(data: bytes, source: str, collection: str, backend: str = "pdfi
         text, meta = pdf_text(data, backend, password=password, ocr=ocr)
     except PdfFailure as e:
         return None, Entry(source, "failed", str(e), "pdf"), {}
+    return text_document(text, meta, source, collection)
+
+
+def text_document(text: str, meta: dict, source: str, collection: str) -> tuple[Document | None, Entry, dict]:
+    """A PDF's cleaned text and meta (`pdf_text`, `pages_text`) -> its document, manifest entry and meta."""
     ocr_note = f"; {meta['ocr_note']}" if meta.get("ocr_note") else ""
     if not text:
         why = (f"no text layer on any of {meta['pages']} page(s) (image-only/scanned PDF; OCR is not done)"

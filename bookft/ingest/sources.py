@@ -196,8 +196,10 @@ def content_hash(job: ExtractJob) -> str:
 
 
 def job_key(job: ExtractJob, chash: str) -> str:
+    extract = asdict(job.extract)
+    del extract["pdf_pages_per_job"]  # how a PDF is split across the pool; the result is the same
     opts = {"v": EXTRACTOR_VERSION, "kind": job.kind, "collection": job.collection, "path": job.path,
-            "extract": asdict(job.extract), "limits": asdict(job.limits)}
+            "extract": extract, "limits": asdict(job.limits)}
     if job.pdf_password:  # salted and slow: the cache key does not give the password away
         opts["password"] = hashlib.pbkdf2_hmac("sha256", job.pdf_password.encode(), (chash or job.path).encode(),
                                                100_000).hex()

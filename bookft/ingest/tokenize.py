@@ -8,6 +8,16 @@ Design choices:
   256 byte symbols are always in the alphabet, so any text encodes without unknown tokens.
 - Documents are encoded paragraph by paragraph (units split after "\\n\\n") with the Rust batch
   encoder (parallel); unit starts are the paragraph/file boundaries the packer may split at.
+- A long document is already cut into paragraph batches (a batch holds whole units, at most about
+  BATCH_CHARS), and one call of the batch encoder spreads its units over every core itself (its Rust
+  thread pool, the GIL released), so no pool is needed (issue 18). benchmarks/pdf_book.py measures the
+  alternatives on a 1,000-page book (`tokenize_strategies_seconds`): Python threads over paragraph
+  batches compete for the same cores as the encoder's own threads and gain nothing measurable; a
+  process pool is several times slower (each worker loads the tokenizer, the units and ids are
+  pickled across, the pool starts). The ids cannot depend on the cut: a unit is always encoded
+  whole (tests/ingest/test_ingest_streaming.py). The cut must stay at unit ends: the same text in one
+  piece gives other ids (SmolLM2's tokenizer, 300K characters of the book: 41,501 ids in one piece,
+  40,951 unit by unit; the blank line before a paragraph pre-tokenizes differently).
 - The fingerprint is the sha256 of the tokenizer's canonical JSON.
 """
 

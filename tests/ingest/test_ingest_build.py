@@ -52,7 +52,7 @@ def test_build_read_rerun_and_change(tmp_path):
     assert c["duplicates"] == 1 and c["documents"] == 1 + 1 + 1 + 5
     assert {e["source"].split("/")[-1]: e["status"] for e in m["sources"]}["fake.pdf"] == "failed"
     assert m["work"] == {"extracted": 6, "extract_cache_hits": 0, "tokenized": 4, "token_cache_hits": 0,
-                         "documents_extracted": 9, "sources_unchanged": 0}
+                         "documents_extracted": 9, "sources_unchanged": 0, "pdf_page_ranges": 0}
     corpus = open_corpus(out)
     assert len(corpus) == c["sequences"] and corpus.seq_len == 256
     tok = corpus.tokenizer()

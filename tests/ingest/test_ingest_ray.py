@@ -166,3 +166,20 @@ def test_missing_ray_extra_says_how_to_install(tmp_path, monkeypatch, capsys):
     assert exit_.value.code == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "--engine ray needs Ray Data" in err and "pip install 'bookft[ray]'" in err
+
+
+def test_a_split_pdf_on_ray_gives_the_local_unsplit_corpus(tmp_path, ray_instance):
+    """Page-range jobs of a large PDF (extract.pdf_pages_per_job) are Ray tasks too: same corpus as one job."""
+    rng = np.random.default_rng(5)
+    paras = [" ".join(rng.choice(WORDS, size=rng.integers(20, 90))).capitalize() + "." for _ in range(120)]
+    (tmp_path / "long.pdf").write_bytes(book_pdf("Long", "Me", paras, lines_per_page=20))
+    (tmp_path / "locked.pdf").write_bytes(_encrypted_pdf())
+    sources = [(str(tmp_path / "long.pdf"), "auto", None), (str(tmp_path / "locked.pdf"), "auto", None)]
+    local = build_corpus(_cfg(tmp_path / "local", workers=0), sources=sources)
+    ray_m = build_corpus(_cfg(tmp_path / "ray", workers=2, engine="ray", extract={"pdf_pages_per_job": 10}),
+                         sources=sources)
+    assert local["work"]["pdf_page_ranges"] == 0 and ray_m["work"]["pdf_page_ranges"] == 4  # 36 pages
+    assert ray_m["data_hash"] == local["data_hash"] and ray_m["sources"] == local["sources"]
+    assert ray_m["counts"] == local["counts"]
+    assert _files(Path(ray_m["path"])) == _files(Path(local["path"]))
+    assert "encrypted PDF" in _failed(ray_m)[0][2]

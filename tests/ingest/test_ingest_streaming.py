@@ -112,3 +112,16 @@ def test_unreadable_head_counts_as_missing(tmp_path):
     assert not SourceCache(tmp_path).has_extract("k")
     head.write_text(json.dumps({"format": 1}))
     assert not SourceCache(tmp_path).has_extract("k")
+
+
+def test_paragraph_units_round_trip_and_a_split_document_tokenizes_as_one(texts_and_tok):
+    """A long document cut into paragraph batches (units end after "\\n\\n"; issue 18) gives the ids of
+    the same document in one batch, and the ids decode back to the text exactly."""
+    texts, tok = texts_and_tok
+    doc = "\n\n".join(t for t in texts if t)  # one long document of many paragraphs
+    (one, b_one), = encode_documents(tok, [doc], None, 1 << 30)
+    (cut, b_cut), = encode_documents(tok, [doc], None, 64)  # many batches, the document spans them
+    np.testing.assert_array_equal(one, cut)
+    np.testing.assert_array_equal(b_one, b_cut)
+    assert tok.decode(one.tolist()) == doc
+    assert "".join(units(doc)) == doc and all(u.endswith("\n\n") for u in units(doc)[:-1])

@@ -1,0 +1,275 @@
+"""One big PDF book (issue 18): `bookft ingest --tokenizer DIR` on a ~1,000-page book, whole process,
+against a bare pypdfium2 text loop over the same file, also whole process.
+
+Runs, interleaved A/B/C `--reps` times (the order rotates each round, so machine load falls on all
+three alike), each a fresh interpreter timed by wall clock:
+  bare     python -c: pdfium.PdfDocument, for each page get_textpage().get_text_range()
+  split    bookft ingest BOOK -o FRESH --tokenizer DIR   (extract.pdf_pages_per_job default: split)
+  unsplit  the same with --set extract.pdf_pages_per_job=0 (one job for the file)
+Reports medians, the ratio bare / bookft (the issue's target: >= 0.7), bookft's phases from its
+manifest (extract, tokenize, write, ...) and what is left of the wall time besides them (interpreter
+start, imports, the command line, the summary), whether split and unsplit give the same data hash,
+and a tokenizer strategy comparison on the book's text: the batch encoder's own threads in one call
+(what bookft does), Python threads over paragraph batches, a process pool over paragraph batches.
+Prints a rich table and writes benchmarks/results/pdf_book.json.
+
+The tokenizer: --tokenizer DIR (a HF folder or tokenizer.json); default models/smollm2-135m of this
+checkout or of /work/main when present, else a byte-level BPE that bookft trains on the book once,
+before the timed runs (saved as a tokenizer folder, so every run loads it the same way).
+
+    python benchmarks/pdf_book.py [--pages 1000] [--reps 5] [--tokenizer DIR] [--workers 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # benchmarks.ingest, and bookft of this checkout
+
+from benchmarks.ingest import _text  # noqa: E402
+from bookft.ingest.pdfwriter import book_pdf  # noqa: E402
+
+CHARS_PER_PAGE = 3570  # book_pdf's default layout (50 lines of <= 90 characters) with these paragraphs
+BARE = """
+import sys
+import pypdfium2 as pdfium
+pdf = pdfium.PdfDocument(sys.argv[1])
+n = 0
+for i in range(len(pdf)):
+    page = pdf[i]
+    tp = page.get_textpage()
+    n += len(tp.get_text_range())
+    tp.close()
+    page.close()
+print(n)
+"""
+
+
+def _default_tokenizer() -> Path | None:
+    for base in (ROOT, Path("/work/main")):
+        p = base / "models" / "smollm2-135m"
+        if (p / "tokenizer.json").is_file():
+            return p
+    return None
+
+
+def _trained_tokenizer(book: Path, dst: Path) -> Path:
+    """Fallback: bookft's byte-level BPE trained on the book's text (once, untimed), as a tokenizer folder."""
+    from bookft.ingest.pdf import pdf_text
+    from bookft.ingest.tokenize import train_bpe
+
+    text, _ = pdf_text(book.read_bytes())
+    dst.mkdir(parents=True, exist_ok=True)
+    train_bpe([text], 8000).save(str(dst / "tokenizer.json"))
+    return dst
+
+
+def _env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+CPU = {}  # run name -> CPU seconds (user + sys) of the process itself and the children it reaped
+
+
+def _wall(cmd: list[str], name: str = "") -> float:
+    import resource
+
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_env())
+    wall = time.perf_counter() - t
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.setdefault(name, []).append(round(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime, 3))
+    return wall
+
+
+def _ingest(book: Path, out: Path, tokenizer: Path, workers: int, split: bool) -> tuple[float, dict]:
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [sys.executable, "-m", "bookft.cli", "ingest", str(book), "-o", str(out), "--tokenizer", str(tokenizer),
+           "--workers", str(workers)]
+    if not split:
+        cmd += ["--set", "extract.pdf_pages_per_job=0"]
+    wall = _wall(cmd, "split" if split else "unsplit")
+    m = json.loads((out / "current" / "manifest.json").read_text())
+    shutil.rmtree(out, ignore_errors=True)
+    return wall, m
+
+
+def _encode_units(args):
+    path, batch = args
+    from bookft.ingest.tokenize import _encode_batch, load_tokenizer
+
+    return _encode_batch(_worker_tok(path, load_tokenizer), batch)
+
+
+_TOK = {}
+
+
+def _worker_tok(path, load):
+    if path not in _TOK:
+        _TOK[path] = load(path)
+    return _TOK[path]
+
+
+def tokenizer_strategies(text: str, tokenizer: Path, workers: int, reps: int) -> dict:
+    """Seconds (median) to encode the book's paragraphs: one batch call (the encoder's own threads, what
+    bookft does), Python threads over paragraph batches, a process pool over paragraph batches (its
+    start and tokenizer loading included: what a pool would pay per build). Same ids required."""
+    from bookft.ingest.tokenize import _encode_batch, load_tokenizer, units
+
+    tok = load_tokenizer(tokenizer)
+    us = units(text)
+    k = max(2, workers) * 4
+    cuts = [len(us) * i // k for i in range(k + 1)]
+    batches = [us[a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+    ref = _encode_batch(tok, us)[0]
+
+    def one():
+        return _encode_batch(tok, us)[0]
+
+    def threads():
+        with ThreadPoolExecutor(max(2, workers)) as ex:
+            return np.concatenate([ids for ids, _ in ex.map(lambda b: _encode_batch(tok, b), batches)])
+
+    def processes():
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("forkserver")
+        with ProcessPoolExecutor(max(2, workers), mp_context=ctx) as ex:
+            return np.concatenate([ids for ids, _ in ex.map(_encode_units, [(str(tokenizer), b) for b in batches])])
+
+    out = {}
+    for name, fn in (("one_call_rust_threads", one), ("python_threads", threads), ("process_pool", processes)):
+        times = []
+        for _ in range(reps):
+            t = time.perf_counter()
+            ids = fn()
+            times.append(time.perf_counter() - t)
+            assert np.array_equal(ids, ref), name
+        out[name] = round(statistics.median(times), 3)
+    out["tokens"] = len(ref)
+    out["units"] = len(us)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pages", type=int, default=1000)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--tokenizer", type=Path, default=None)
+    ap.add_argument("--keep", type=Path, default=None, help="work folder to keep (default: a temporary one)")
+    args = ap.parse_args()
+    con = Console()
+    work = args.keep or Path(tempfile.mkdtemp(prefix="bookft-pdfbook-"))
+    work.mkdir(parents=True, exist_ok=True)
+    book = work / "book.pdf"
+    rng = random.Random(0)
+    book.write_bytes(book_pdf("A Long Book", "bench", _text(rng, args.pages * CHARS_PER_PAGE).split("\n\n")))
+    import pypdfium2 as pdfium
+
+    n_pages = len(pdfium.PdfDocument(str(book)))
+    tokenizer = args.tokenizer or _default_tokenizer()
+    tok_origin = str(tokenizer) if tokenizer else "bookft BPE trained on the book (no HF folder found)"
+    if tokenizer is None:
+        tokenizer = _trained_tokenizer(book, work / "tokenizer")
+    load_before = os.getloadavg()
+    con.print(f"{n_pages} pages, {book.stat().st_size:,} bytes; tokenizer {tok_origin}; load {load_before}")
+
+    runs = {"bare": [], "split": [], "unsplit": []}
+    manifests = {"split": [], "unsplit": []}
+    order = ["bare", "split", "unsplit"]
+    for rep in range(args.reps):
+        for name in order[rep % 3:] + order[:rep % 3]:
+            if name == "bare":
+                runs["bare"].append(_wall([sys.executable, "-c", BARE, str(book)], "bare"))
+            else:
+                wall, m = _ingest(book, work / f"corpus-{name}", tokenizer, args.workers, name == "split")
+                runs[name].append(wall)
+                manifests[name].append(m)
+        con.print(f"round {rep + 1}/{args.reps}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in runs.items()))
+    load_after = os.getloadavg()
+
+    med = {k: round(statistics.median(v), 3) for k, v in runs.items()}
+    phases = {}
+    for name in ("split", "unsplit"):
+        tim = [m["timings"] for m in manifests[name]]
+        phases[name] = {k: round(statistics.median(t[k] for t in tim), 3) for k in tim[0]}
+        walls = runs[name]
+        phases[name]["outside_build"] = round(statistics.median(w - t["total"] for w, t in zip(walls, tim,
+                                                                                                 strict=True)), 3)
+    hashes = {name: sorted({m["data_hash"] for m in manifests[name]}) for name in manifests}
+    m0 = manifests["split"][0]
+    from bookft.ingest.pdf import pdf_text
+
+    text, _ = pdf_text(book.read_bytes())
+    tok_cmp = tokenizer_strategies(text, tokenizer, args.workers, reps=3)
+    res = {
+        "machine": f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}",
+        "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "tokenizer": tok_origin, "pages": n_pages, "pdf_bytes": book.stat().st_size, "chars": m0["counts"]["chars"],
+        "tokens": m0["counts"]["tokens"], "page_range_jobs": m0["work"]["pdf_page_ranges"],
+        "pdf_pages_per_job": m0["config"]["extract"]["pdf_pages_per_job"],
+        "seconds": runs, "median_seconds": med,
+        "cpu_seconds": CPU, "cpu_seconds_median": {k: round(statistics.median(v), 3) for k, v in CPU.items()},
+        "cpu_note": "user+sys of the process and the children it reaped: all of the bare loop; for bookft its "
+                    "main process only (the forkserver's workers are reaped by the forkserver, not counted)",
+        "ratio_bare_over_bookft": round(med["bare"] / med["split"], 3),
+        "ratio_bare_over_bookft_unsplit": round(med["bare"] / med["unsplit"], 3),
+        "target_ratio": 0.7,
+        "phase_seconds_median": phases,
+        "same_data_hash_split_unsplit": hashes["split"] == hashes["unsplit"] and len(hashes["split"]) == 1,
+        "data_hash": hashes["split"][0],
+        "tokenize_strategies_seconds": tok_cmp,
+        "loadavg_before_after": [round(x, 2) for x in load_before + load_after],
+    }
+    tab = Table(title=f"one PDF book, whole process ({n_pages} pages, {res['chars']:,} chars, "
+                      f"{res['tokens']:,} tokens)")
+    tab.add_column("run")
+    tab.add_column("median s", justify="right")
+    tab.add_column("bare / run", justify="right")
+    tab.add_column("phases (median s)")
+    tab.add_row("bare pypdfium2 loop", f"{med['bare']:.2f}", "1.00", "")
+    for name in ("split", "unsplit"):
+        ph = phases[name]
+        label = f"bookft ingest, {res['page_range_jobs']} page ranges" if name == "split" else "bookft ingest, one job"
+        tab.add_row(label, f"{med[name]:.2f}", f"{med['bare'] / med[name]:.2f}",
+                    ", ".join(f"{k} {v}" for k, v in ph.items() if k != "total"))
+    cpu = res["cpu_seconds_median"]
+    tab.add_row("CPU s: bare / split / unsplit (main)", "", "",
+                f"{cpu.get('bare')} / {cpu.get('split')} / {cpu.get('unsplit')}")
+    tab.add_row("target", "", ">= 0.70", "")
+    tab.add_row("split == unsplit data hash", str(res["same_data_hash_split_unsplit"]), "", res["data_hash"][:16])
+    tab.add_row("tokenize: one call / threads / pool", "", "",
+                f"{tok_cmp['one_call_rust_threads']} / {tok_cmp['python_threads']} / {tok_cmp['process_pool']} s")
+    tab.add_row("load average before, after", "", "", str(res["loadavg_before_after"]))
+    con.print(tab)
+    dst = ROOT / "benchmarks" / "results" / "pdf_book.json"
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    dst.write_text(json.dumps(res, indent=1) + "\n")
+    con.print(f"wrote {dst}")
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""A large PDF split into page-range jobs (issue 18, extract.pdf_pages_per_job): the same documents,
+cache entries and corpus as one job per file; bad PDFs reported as without splitting."""
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pypdf import PdfReader, PdfWriter
+
+from bookft.config import from_dict
+from bookft.corpus.reader import open_corpus
+from bookft.errors import ConfigError
+from bookft.ingest import IngestConfig, build_corpus
+from bookft.ingest.build import _page_ranges
+from bookft.ingest.cache import SourceCache
+from bookft.ingest.pdfwriter import book_pdf
+
+WORDS = "river stone lantern harbor meadow archive winter summer quiet ancient merchant sailor".split()
+PAGES_PER_JOB = 12  # the 61-page book: 6 page-range jobs; the 31-page owned one: 3
+
+
+def _paras(seed, n_par):
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, size=rng.integers(20, 90))).capitalize() + "." for _ in range(n_par)]
+
+
+def _locked(data: bytes, password: str) -> bytes:
+    w = PdfWriter(clone_from=PdfReader(io.BytesIO(data)))
+    w.encrypt(user_password=password, owner_password="owner", algorithm="AES-128")
+    buf = io.BytesIO()
+    w.write(buf)
+    return buf.getvalue()
+
+
+@pytest.fixture(scope="module")
+def books(tmp_path_factory):
+    """A 61-page book (running header, page numbers, paragraphs over page breaks), the same book
+    encrypted (opened with its password), an encrypted book without one, a text file."""
+    root = tmp_path_factory.mktemp("split")
+    book = book_pdf("A Long Book", "Me", _paras(0, 200), lines_per_page=20)
+    (root / "book.pdf").write_bytes(book)
+    (root / "owned.pdf").write_bytes(_locked(book_pdf("Owned", "Me", _paras(1, 100), lines_per_page=20), "letmein"))
+    (root / "locked.pdf").write_bytes(_locked(book_pdf("Locked", "Me", _paras(2, 100), lines_per_page=20), "nope"))
+    (root / "notes.txt").write_text("\n\n".join(_paras(3, 10)))
+    return root, [(str(root / "book.pdf"), "auto", None), (str(root / "owned.pdf"), "auto", None, "letmein"),
+                  (str(root / "locked.pdf"), "auto", None), (str(root / "notes.txt"), "auto", None)]
+
+
+def _cfg(out, per_job, **kw):
+    return from_dict(IngestConfig, {"out": str(out), "workers": 2, "tokenizer": {"vocab_size": 400},
+                                    "packing": {"seq_len": 256}, "extract": {"pdf_pages_per_job": per_job}, **kw})
+
+
+def _heads(m, out) -> list:
+    cache = SourceCache(Path(out))
+    keys = [p.name[:-len(".head.json")] for p in (Path(out) / "cache" / "extract").glob("*.head.json")]
+    return sorted((r.source, [(d.text, d.title, d.meta) for d in r.documents], r.stats,
+                   [(e.source, e.status, e.reason) for e in r.entries]) for r in map(cache.load_extract, keys))
+
+
+def _same_corpus(a, b, out_a, out_b):
+    assert a["data_hash"] == b["data_hash"] and a["tokenizer"] == b["tokenizer"]
+    for key in ("counts", "per_kind", "sources", "source_hashes", "duplicates"):
+        assert a[key] == b[key], key
+    assert _heads(a, out_a) == _heads(b, out_b)
+    ca, cb = open_corpus(out_a), open_corpus(out_b)
+    assert len(ca) == len(cb)
+    for i in range(len(ca)):
+        assert np.array_equal(ca.tokens(i), cb.tokens(i))
+
+
+def test_page_ranges_cover_every_page_in_order_evenly():
+    assert _page_ranges(1000, 300) == [(0, 250), (250, 500), (500, 750), (750, 1000)]
+    for n, per in ((61, 12), (12, 12), (13, 12), (1019, 256), (5, 1)):
+        r = _page_ranges(n, per)
+        assert r[0][0] == 0 and r[-1][1] == n and all(a[1] == b[0] for a, b in zip(r, r[1:], strict=False))
+        assert max(hi - lo for lo, hi in r) <= per and max(hi - lo for lo, hi in r) - min(hi - lo for lo, hi in r) <= 1
+
+
+def test_pages_per_job_is_validated():
+    with pytest.raises(ConfigError, match=r"extract.pdf_pages_per_job: must be >= 1 .* or 0 to never split"):
+        from_dict(IngestConfig, {"extract": {"pdf_pages_per_job": -1}})
+
+
+def test_split_pdf_gives_the_unsplit_corpus(tmp_path, books):
+    _, sources = books
+    whole = build_corpus(_cfg(tmp_path / "whole", 0), sources=sources)
+    split = build_corpus(_cfg(tmp_path / "split", PAGES_PER_JOB), sources=sources)
+    assert whole["work"]["pdf_page_ranges"] == 0
+    assert split["work"]["pdf_page_ranges"] == 6 + 3  # book.pdf and owned.pdf; not locked.pdf (no password)
+    assert split["counts"]["pdf_pages"] == whole["counts"]["pdf_pages"] == 61 + 31  # locked.pdf: failed, no pages
+    _same_corpus(whole, split, tmp_path / "whole", tmp_path / "split")
+    failed = {Path(e["source"]).name: e["reason"] for e in split["sources"] if e["status"] == "failed"}
+    assert list(failed) == ["locked.pdf"] and failed["locked.pdf"].startswith("encrypted PDF (a password is required")
+    text = open_corpus(tmp_path / "split").documents()[0]["text"]
+    assert "A Long Book" not in text and "\n\n" in text  # running header stripped over every page, paragraphs kept
+
+    # The cache entry is per source, whole, under the same key: unsplit reuses what the split wrote.
+    again = build_corpus(_cfg(tmp_path / "split", 0), sources=sources)
+    assert again["work"]["extracted"] == 0 and again["data_hash"] == whole["data_hash"]
+
+
+def test_a_range_that_fails_reports_the_file_as_unsplit(tmp_path, books, monkeypatch):
+    """The file is truncated after the split was planned (a refresh while it is being written): every
+    range fails, the file goes to one whole-source job and reads as a damaged PDF, as unsplit."""
+    import bookft.ingest.build as build
+
+    root, _ = books
+    good = root / "book.pdf"
+    cut = tmp_path / "cut.pdf"
+    cut.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    plan = build.pdf_split_plan(str(good))
+    monkeypatch.setattr(build, "pdf_split_plan", lambda path, password=None: plan)
+    sources = [(str(cut), "auto", None), (str(root / "notes.txt"), "auto", None)]
+    split = build_corpus(_cfg(tmp_path / "split", PAGES_PER_JOB), sources=sources)
+    monkeypatch.undo()
+    whole = build_corpus(_cfg(tmp_path / "whole", 0), sources=sources)
+    assert split["work"]["pdf_page_ranges"] == 6
+    entry = next(e for e in split["sources"] if e["source"] == str(cut))
+    assert entry["status"] == "failed" and entry["reason"].startswith("damaged or truncated PDF")
+    assert split["sources"] == whole["sources"] and split["data_hash"] == whole["data_hash"]
