@@ -331,7 +331,7 @@ def _extract(b: _Build) -> None:
             if all(p is not None for p in pages[i]):
                 done(i, _assemble_pdf(b, i, pages.pop(i), splits[i][1]))
     retry = [("source", jobs[i], cache.root, b.keys[i], b.hashes[i]) for i in whole]
-    for t, head in _map_tasks(b, retry, workers):
+    for t, head in (_map_tasks(b, retry, workers) if retry else ()):  # no second map (a Ray job) for none
         done(whole[t], head)
     progress.end()
     b.heads = [cache.head(k) for k in b.keys]
