@@ -33,8 +33,10 @@ PRESET = ROOT / "configs/smollm2-135m-cpu.yaml"
 
 
 def tokens(s: str) -> int:
-    s = s.strip().upper()
-    return int(float(s[:-1]) * 1024) if s.endswith("K") else int(s)
+    """'16K' -> 16384, as `bookft eval niah --lengths` reads it."""
+    from bookft.commands.eval import parse_lengths
+
+    return parse_lengths([s])[0]
 
 
 def run_group(model: Path, lengths: list[int], depths: str, seeds: str, out: Path, extra: list[str],
@@ -87,7 +89,9 @@ def main() -> None:
     groups: dict[str, dict] = {}
 
     def split(lengths: str) -> list[tuple[list[int], str]]:
-        ns = [tokens(x) for x in lengths.split(",") if x.strip()]
+        from bookft.commands.eval import parse_lengths
+
+        ns = parse_lengths([lengths]) or []
         many, one = [n for n in ns if n < cut], [n for n in ns if n >= cut]
         return [(g, s) for g, s in ((many, args.seeds), (one, first_seed)) if g]
 
@@ -138,7 +142,8 @@ def main() -> None:
     for hay in ("essay", "corpus"):
         for who in ("base", "tuned"):
             for n, row in sorted(result[hay][who].items(), key=lambda x: int(x[0])):
-                t.add_row(who, hay, n, *[f"{row.get(f'{float(d):g}', float('nan')):.2f}" for d in args.depths.split(",")])
+                cells = [row.get(f"{float(d):g}", float("nan")) for d in args.depths.split(",")]
+                t.add_row(who, hay, n, *[f"{c:.2f}" for c in cells])
     Console().print(t)
     print(f"tuned no worse than base within 8K: {result['target']['tuned_no_worse_than_base_within_8k']}; "
           f"{result['seconds']} s in all; wrote {args.json}")
