@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from bookft.corpus import hf_features
 from bookft.errors import CorpusError
 
 FORMAT = "bookft-corpus/1"
@@ -120,11 +121,9 @@ class ArrowDatasetWriter:
     written once and never read back, so memory holds one record batch, whatever the corpus size."""
 
     def __init__(self, dst: Path, schema: pa.Schema, max_shard_bytes: int = 500 << 20) -> None:
-        import datasets
-
         self.dst = dst
-        self.features = datasets.Features.from_arrow_schema(schema)
-        self.schema = self.features.arrow_schema  # the schema plus the `huggingface` features metadata
+        self.info = hf_features.dataset_info(schema)
+        self.schema = hf_features.with_features(schema)  # the schema plus the `huggingface` features metadata
         self.max_shard_bytes = max_shard_bytes
         self.rows = 0
         self._shards: list[Path] = []
@@ -155,10 +154,6 @@ class ArrowDatasetWriter:
         self.rows += batch.num_rows
 
     def close(self) -> None:
-        import datasets
-        from datasets.fingerprint import generate_random_fingerprint
-        from datasets.utils.py_utils import asdict  # what save_to_disk uses (drops unset fields)
-
         if not self._shards:
             self._open()  # an empty dataset still has one (empty) shard
         self._close_shard()
@@ -166,13 +161,11 @@ class ArrowDatasetWriter:
         names = [f"data-{k:05d}-of-{n:05d}.arrow" for k in range(n)]
         for path, name in zip(self._shards, names, strict=True):
             os.replace(path, self.dst / name)
-        state = {"_data_files": [{"filename": name} for name in names], "_fingerprint": generate_random_fingerprint(),
+        state = {"_data_files": [{"filename": name} for name in names], "_fingerprint": hf_features.random_fingerprint(),
                  "_format_columns": None, "_format_kwargs": {}, "_format_type": None, "_output_all_columns": False,
                  "_split": None}
         (self.dst / "state.json").write_text(json.dumps(state, indent=2, sort_keys=True), encoding="utf-8")
-        info = asdict(datasets.DatasetInfo(features=self.features))
-        info = {k: info[k] for k in sorted(info)}
-        (self.dst / "dataset_info.json").write_text(json.dumps(info, indent=2), encoding="utf-8")
+        (self.dst / "dataset_info.json").write_text(json.dumps(self.info, indent=2), encoding="utf-8")
 
 
 class FlatFile:

@@ -18,6 +18,9 @@ Design choices:
 - One big source uses every core (issue 18): a PDF of more than `extract.pdf_pages_per_job` pages
   (default 300) is read as near-equal page ranges, each its own task in the same pool (local or
   Ray), whenever the pool has more than one worker (even under 16 MiB: the split is the point).
+  Locally this process reads ranges too, from the end of the queue, starting while the pool's
+  forkserver is still importing (`_pool_map(local=...)`), and a given tokenizer loads in a thread
+  meanwhile.
   pdfium reads each range exactly as it reads the whole file; this process puts the pages back in
   order and runs the document-level steps on all of them (running headers/footers are found over
   every page; paragraphs run over page breaks), so the document, its cache entry (one per source,
@@ -42,10 +45,11 @@ import multiprocessing
 import os
 import shutil
 import sys
+import threading
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -106,8 +110,14 @@ def _small(paths: list[str], limit: int = IN_PROCESS_BYTES) -> bool:
     return True
 
 
-def _pool_map(fn, args: list, workers: int):
-    """Yield (index, fn(*args[index])) in completion order; in this process when workers == 0 or one job."""
+def _pool_map(fn, args: list, workers: int, local=None):
+    """Yield (index, fn(*args[index])) in completion order; in this process when workers == 0 or one job.
+
+    local(index) -> bool: tasks this process may also run itself while it waits for the pool (a split
+    PDF's page ranges: pdfium already opened the file when planning). It takes them from the end of the
+    queue while the pool takes from the front, at most `workers` in flight there, so the first range
+    runs while the pool is still starting (a forkserver that imports the command line, then the forks),
+    and this process's core does not sit idle through the map."""
     if workers <= 0 or len(args) <= 1:
         for i, a in enumerate(args):
             yield i, fn(*a)
@@ -119,10 +129,52 @@ def _pool_map(fn, args: list, workers: int):
         # command line, its imports (typer, rich, every command module) are preloaded too: once, not per worker.
         cli = [m for m in ("bookft.cli",) if m in sys.modules]
         ctx.set_forkserver_preload(["__main__", "bookft.ingest.jobs", *cli])
+    queue = deque(range(len(args)))
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
-        futures = {ex.submit(fn, *a): i for i, a in enumerate(args)}
-        for fut in as_completed(futures):
-            yield futures[fut], fut.result()
+        running: dict = {}
+
+        def fill() -> None:
+            while queue and len(running) < workers:
+                i = queue.popleft()
+                running[ex.submit(fn, *args[i])] = i
+
+        if local is not None and any(local(i) for i in queue):
+            # The first submit blocks until the forkserver has imported its preloads and forked (about
+            # 0.5 s): let a thread wait for that while this process reads its first range.
+            mine = next(i for i in reversed(queue) if local(i))
+            queue.remove(mine)  # before the thread starts: it pops from the same queue
+            starter = threading.Thread(target=fill, name="bookft-pool-start")
+            starter.start()
+            try:
+                out = fn(*args[mine])
+            finally:
+                starter.join()
+            yield mine, out
+        while queue or running:
+            fill()
+            mine = next((i for i in reversed(queue) if local is not None and local(i)), None)
+            if mine is not None:
+                queue.remove(mine)
+                yield mine, fn(*args[mine])
+                done = [f for f in running if f.done()]
+            else:
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in done:
+                yield running.pop(fut), fut.result()
+
+
+def _in_thread(fn, *args) -> Future:
+    """fn(*args) in a daemon thread; its result (or exception) in the returned future."""
+    fut: Future = Future()
+
+    def run() -> None:
+        try:
+            fut.set_result(fn(*args))
+        except BaseException as e:  # noqa: BLE001  handed to whoever asks for the result
+            fut.set_exception(e)
+
+    threading.Thread(target=run, name=f"bookft-{fn.__name__}", daemon=True).start()
+    return fut
 
 
 def _pool_extract(jobs, workers, progress):
@@ -183,7 +235,7 @@ def _map_tasks(b: _Build, tasks: list[tuple], workers: int):
         from bookft.ingest.ray_engine import ray_map
 
         return ray_map(run_task, [(t,) for t in tasks], b.cfg.workers, b.cfg.ray_address)
-    return _pool_map(run_task, [(t,) for t in tasks], workers)
+    return _pool_map(run_task, [(t,) for t in tasks], workers, local=lambda i: tasks[i][0] == "pages")
 
 
 def _previous_tokenizer(root: Path, cfg: IngestConfig):
@@ -230,6 +282,7 @@ class _Build:
     n_near: int = 0
     n_docs: int = 0
     tok: object = None
+    given_tokenizer: Future | None = None  # tokenizer.path, loading in a thread since the build began
     origin: str = "trained"
     fp: str = ""
     eos_id: int | None = None
@@ -390,7 +443,7 @@ def _tokenizer(b: _Build) -> None:
     tc = b.cfg.tokenizer
     tok = None
     if tc.path:
-        tok = load_tokenizer(tc.path)
+        tok = b.given_tokenizer.result() if b.given_tokenizer is not None else load_tokenizer(tc.path)
         b.origin = str(tc.path)
     elif not tc.retrain:
         tok = _previous_tokenizer(b.root, b.cfg)
@@ -539,6 +592,8 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple] | Non
     b = _Build(cfg=cfg, progress=progress or NullProgress(), root=root, cache=SourceCache(root),
                loss_weights=loss_weights)
     _resolve(b, sources, unmixed)
+    if cfg.tokenizer.path:  # a given tokenizer loads (about 0.2 s for a 49k vocabulary) while extraction runs
+        b.given_tokenizer = _in_thread(load_tokenizer, cfg.tokenizer.path)
     with b.phase("extract"):
         _extract(b)
     _collect_entries(b)

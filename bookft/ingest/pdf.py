@@ -276,21 +276,22 @@ def pages_text(pages: list[str], meta: dict, used: str = "pdfium") -> tuple[str,
     page_lines = [[ln for ln in p.replace("\r\n", "\n").replace("\r", "\n").split("\n")] for p in pages]
     empty = sum(1 for p in pages if not p.strip())
     page_lines = strip_headers_footers(page_lines)
-    text = ""
+    parts: list[str] = []  # joined once at the end: `text += chunk` per page is quadratic in the book's length
     for lines in page_lines:
         chunk = join_lines(lines).strip()
         if not chunk:
             continue
-        if not text:
-            text = chunk
-        elif text[-1] in ".!?:;\"\u201d)" and chunk[:1].isupper():
-            text += "\n\n" + chunk
-        elif text.endswith("-") and chunk[:1].islower():
-            text = text[:-1] + chunk
+        if not parts:
+            parts.append(chunk)
+        elif parts[-1][-1] in ".!?:;\"\u201d)" and chunk[:1].isupper():
+            parts += ("\n\n", chunk)
+        elif parts[-1].endswith("-") and chunk[:1].islower():
+            parts[-1] = parts[-1][:-1]  # the last part is always a (non-empty) chunk: text[-1] is its last char
+            parts.append(chunk)
         else:
-            text += " " + chunk
+            parts += (" ", chunk)
     meta = {**meta, "pages": len(pages), "empty_pages": empty, "backend": used}
-    return clean_text(text), meta
+    return clean_text("".join(parts)), meta
 
 
 def extract_pdf(path: Path, collection: str, backend: str = "pdfium", *, password: str | None = None,

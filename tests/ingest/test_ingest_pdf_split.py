@@ -12,7 +12,7 @@ from bookft.config import from_dict
 from bookft.corpus.reader import open_corpus
 from bookft.errors import ConfigError
 from bookft.ingest import IngestConfig, build_corpus
-from bookft.ingest.build import _page_ranges
+from bookft.ingest.build import _page_ranges, _pool_map
 from bookft.ingest.cache import SourceCache
 from bookft.ingest.pdfwriter import book_pdf
 
@@ -76,6 +76,19 @@ def test_page_ranges_cover_every_page_in_order_evenly():
         r = _page_ranges(n, per)
         assert r[0][0] == 0 and r[-1][1] == n and all(a[1] == b[0] for a, b in zip(r, r[1:], strict=False))
         assert max(hi - lo for lo, hi in r) <= per and max(hi - lo for lo, hi in r) - min(hi - lo for lo, hi in r) <= 1
+
+
+def test_the_building_process_takes_local_tasks_from_the_end_while_the_pool_takes_the_front():
+    """_pool_map(local=...): page ranges also run in this process (the last one first, while the pool's
+    first submit waits for the forkserver), everything else only in the pool; every task once."""
+    import os
+
+    out = list(_pool_map(os.getpid, [()] * 6, 2, local=lambda i: i >= 3))
+    assert sorted(i for i, _ in out) == list(range(6))
+    pid = dict(out)
+    assert pid[5] == os.getpid()  # taken before the pool starts
+    assert all(pid[i] != os.getpid() for i in range(3))  # never local
+    assert list(_pool_map(os.getpid, [()] * 3, 2, local=lambda i: False))  # nothing local: the pool alone
 
 
 def test_pages_per_job_is_validated():

@@ -125,3 +125,23 @@ def test_paragraph_units_round_trip_and_a_split_document_tokenizes_as_one(texts_
     np.testing.assert_array_equal(b_one, b_cut)
     assert tok.decode(one.tolist()) == doc
     assert "".join(units(doc)) == doc and all(u.endswith("\n\n") for u in units(doc)[:-1])
+
+
+def test_hf_metadata_equals_what_datasets_writes():
+    """The corpus writer's own `datasets` metadata (bookft/corpus/hf_features.py, no `datasets` import)
+    is byte for byte what `datasets` builds for every schema the writer uses."""
+    from datasets.utils.py_utils import asdict
+
+    from bookft.corpus import hf_features
+    from bookft.corpus.writer import DOC_SCHEMA, seq_schema
+
+    for schema in (DOC_SCHEMA, seq_schema(False), seq_schema(True)):
+        ref = datasets.Features.from_arrow_schema(schema)
+        assert hf_features.with_features(schema).metadata == ref.arrow_schema.metadata
+        assert hf_features.with_features(schema).equals(ref.arrow_schema, check_metadata=True)
+        info = asdict(datasets.DatasetInfo(features=ref))
+        assert json.dumps(hf_features.dataset_info(schema), indent=2) == json.dumps(
+            {k: info[k] for k in sorted(info)}, indent=2)
+    assert len(hf_features.random_fingerprint()) == len(datasets.fingerprint.generate_random_fingerprint())
+    with pytest.raises(TypeError, match="no datasets feature mapping"):
+        hf_features.feature(pa.large_list(pa.int8()))
