@@ -145,3 +145,33 @@ def test_hf_metadata_equals_what_datasets_writes():
     assert len(hf_features.random_fingerprint()) == len(datasets.fingerprint.generate_random_fingerprint())
     with pytest.raises(TypeError, match="no datasets feature mapping"):
         hf_features.feature(pa.large_list(pa.int8()))
+
+
+def test_columns_from_buffers_equal_pa_array():
+    from bookft.corpus.store import _column
+
+    rng = np.random.default_rng(0)
+    cases = [(["a", "h\u00e9llo \u2603", ""], pa.string()), (["x" * 10, "y"], pa.large_string()), ([], pa.string()),
+             ([1, 2, 3], pa.int64()), ([], pa.int64()), ([0.5, 2], pa.float32()),
+             ([np.arange(3, dtype=np.int32), np.zeros(0, np.int32)], pa.list_(pa.int32())), ([], pa.list_(pa.int64())),
+             ([rng.random(4).astype(np.float32)], pa.list_(pa.float32())), (["a", None], pa.string())]
+    for values, typ in cases:
+        got, ref = _column(values, typ), pa.array(values, type=typ)
+        got.validate(full=True)
+        assert got.type == ref.type and got.equals(ref), (values, typ)
+
+
+def test_an_ingest_imports_neither_datasets_nor_pandas(tmp_path):
+    """Issue 18's whole-process budget: `datasets` (~0.5 s) and pandas (~0.3 s, which `pa.array` imports
+    when installed) stay out of a build; the corpus still opens with `datasets.load_from_disk`."""
+    import subprocess
+    import sys
+
+    (tmp_path / "a.txt").write_text("Some text. " * 500)
+    code = ("import sys; from bookft.config import from_dict; from bookft.ingest import IngestConfig, build_corpus; "
+            f"build_corpus(from_dict(IngestConfig, {{'out': {str(tmp_path / 'c')!r}, "
+            f"'sources': [{{'path': {str(tmp_path / 'a.txt')!r}}}], 'tokenizer': {{'vocab_size': 300}}}})); "
+            "print(sorted(m for m in ('datasets', 'pandas') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
+    assert len(datasets.load_from_disk(str(tmp_path / "c" / "current" / "documents"))) == 1
