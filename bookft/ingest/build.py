@@ -143,12 +143,12 @@ def _pool_map(fn, args: list, workers: int, local=None):
             # 0.5 s): let a thread wait for that while this process reads its first range.
             mine = next(i for i in reversed(queue) if local(i))
             queue.remove(mine)  # before the thread starts: it pops from the same queue
-            starter = threading.Thread(target=fill, name="bookft-pool-start")
-            starter.start()
+            starter = _in_thread(fill)
             try:
                 out = fn(*args[mine])
             finally:
-                starter.join()
+                starter.exception()  # waits; a pool that failed to start raises below, in this thread
+            starter.result()
             yield mine, out
         while queue or running:
             fill()
