@@ -76,6 +76,10 @@ def register(app: typer.Typer) -> None:
                                             "for secrets (on for code by default: found ones are redacted)."),
     ) -> None:
         """Turn sources into a packed, versioned corpus (tokens in sequences of --seq-len)."""
+        from bookft.ingest.pool import may_use_pool, prestart
+
+        if may_use_pool(sources or [], workers, engine):
+            prestart()  # the pool's forkserver imports while this process imports the build and reads config
         from bookft.ingest.build import build_corpus
         from bookft.ingest.config import IngestConfig
         from bookft.ingest.sample import default_corpus_yaml

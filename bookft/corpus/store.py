@@ -161,9 +161,9 @@ class ArrowDatasetWriter:
         names = [f"data-{k:05d}-of-{n:05d}.arrow" for k in range(n)]
         for path, name in zip(self._shards, names, strict=True):
             os.replace(path, self.dst / name)
-        state = {"_data_files": [{"filename": name} for name in names], "_fingerprint": hf_features.random_fingerprint(),
-                 "_format_columns": None, "_format_kwargs": {}, "_format_type": None, "_output_all_columns": False,
-                 "_split": None}
+        state = {"_data_files": [{"filename": name} for name in names],
+                 "_fingerprint": hf_features.random_fingerprint(), "_format_columns": None, "_format_kwargs": {},
+                 "_format_type": None, "_output_all_columns": False, "_split": None}
         (self.dst / "state.json").write_text(json.dumps(state, indent=2, sort_keys=True), encoding="utf-8")
         (self.dst / "dataset_info.json").write_text(json.dumps(self.info, indent=2), encoding="utf-8")
 

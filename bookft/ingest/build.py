@@ -41,15 +41,12 @@ Design choices:
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import shutil
-import sys
-import threading
 import time
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -68,6 +65,9 @@ from bookft.ingest.manifest import build_manifest
 from bookft.ingest.mix import mixing, plan_mix
 from bookft.ingest.neardup import NearDuplicates
 from bookft.ingest.pdf import pages_text, pdf_result, pdf_split_plan, text_document
+from bookft.ingest.pool import IN_PROCESS_BYTES, SPLIT_MIN_BYTES_PER_PAGE
+from bookft.ingest.pool import in_thread as _in_thread
+from bookft.ingest.pool import pool_map as _pool_map
 from bookft.ingest.sources import content_hash, extract, job_key, resolve_sources
 from bookft.ingest.tokenize import encode_source, fingerprint, load_tokenizer, special_ids, train_bpe, word_starts
 
@@ -81,8 +81,8 @@ class NullProgress:
 
 
 MAX_LISTED_SECRETS = 10_000  # findings listed in the manifest (all are counted)
-IN_PROCESS_BYTES = 16 << 20  # extraction of less than this runs in this process: starting a worker pool
-#                              (a fresh interpreter that imports the command line first) takes longer
+# IN_PROCESS_BYTES (ingest/pool.py): extraction of less than this runs in this process: starting a worker
+# pool (a fresh interpreter that imports the command line first) takes longer.
 
 
 def _small(paths: list[str], limit: int = IN_PROCESS_BYTES) -> bool:
@@ -110,81 +110,14 @@ def _small(paths: list[str], limit: int = IN_PROCESS_BYTES) -> bool:
     return True
 
 
-def _pool_map(fn, args: list, workers: int, local=None):
-    """Yield (index, fn(*args[index])) in completion order; in this process when workers == 0 or one job.
-
-    local(index) -> bool: tasks this process may also run itself while it waits for the pool (a split
-    PDF's page ranges: pdfium already opened the file when planning). It takes them from the end of the
-    queue while the pool takes from the front, at most `workers` in flight there, so the first range
-    runs while the pool is still starting (a forkserver that imports the command line, then the forks),
-    and this process's core does not sit idle through the map."""
-    if workers <= 0 or len(args) <= 1:
-        for i, a in enumerate(args):
-            yield i, fn(*a)
-        return
-    ctx = multiprocessing.get_context("forkserver" if os.name == "posix" else "spawn")
-    if os.name == "posix":  # the server imports once what every worker needs; each worker forks with it loaded.
-        # Each worker also runs the main module again before its first task (CPython 3.11's forkserver does
-        # not preload `__main__`: it looks for a `main_path` that spawn never gives), so when that is the
-        # command line, its imports (typer, rich, every command module) are preloaded too: once, not per worker.
-        cli = [m for m in ("bookft.cli",) if m in sys.modules]
-        ctx.set_forkserver_preload(["__main__", "bookft.ingest.jobs", *cli])
-    queue = deque(range(len(args)))
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
-        running: dict = {}
-
-        def fill() -> None:
-            while queue and len(running) < workers:
-                i = queue.popleft()
-                running[ex.submit(fn, *args[i])] = i
-
-        if local is not None and any(local(i) for i in queue):
-            # The first submit blocks until the forkserver has imported its preloads and forked (about
-            # 0.5 s): let a thread wait for that while this process reads its first range.
-            mine = next(i for i in reversed(queue) if local(i))
-            queue.remove(mine)  # before the thread starts: it pops from the same queue
-            starter = _in_thread(fill)
-            try:
-                out = fn(*args[mine])
-            finally:
-                starter.exception()  # waits; a pool that failed to start raises below, in this thread
-            starter.result()
-            yield mine, out
-        while queue or running:
-            fill()
-            mine = next((i for i in reversed(queue) if local is not None and local(i)), None)
-            if mine is not None:
-                queue.remove(mine)
-                yield mine, fn(*args[mine])
-                done = [f for f in running if f.done()]
-            else:
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
-            for fut in done:
-                yield running.pop(fut), fut.result()
-
-
-def _in_thread(fn, *args) -> Future:
-    """fn(*args) in a daemon thread; its result (or exception) in the returned future."""
-    fut: Future = Future()
-
-    def run() -> None:
-        try:
-            fut.set_result(fn(*args))
-        except BaseException as e:  # noqa: BLE001  handed to whoever asks for the result
-            fut.set_exception(e)
-
-    threading.Thread(target=run, name=f"bookft-{fn.__name__}", daemon=True).start()
-    return fut
-
-
 def _pool_extract(jobs, workers, progress):
     """Yield (index, ExtractResult) for jobs (the results travel back whole: for small jobs and benchmarks)."""
     yield from _pool_map(extract, [(job,) for job in jobs], workers)
 
 
 _extract_to_cache = extract_to_cache  # the whole-source worker (bookft/ingest/jobs.py)
-SPLIT_MIN_BYTES_PER_PAGE = 512  # a PDF smaller than this per page of the split threshold is not opened to
-#                                 count its pages (it cannot have that many): no planning cost for small files
+# SPLIT_MIN_BYTES_PER_PAGE (ingest/pool.py): a PDF smaller than this per page of the split threshold is not
+# opened to count its pages (it cannot have that many): no planning cost for small files.
 
 
 def _page_ranges(n_pages: int, per_job: int) -> list[tuple[int, int]]:

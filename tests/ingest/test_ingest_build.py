@@ -279,7 +279,9 @@ def test_small_sources_are_extracted_without_a_pool(tmp_path, monkeypatch):
     def no_pool(*a, **k):
         raise AssertionError("a worker pool was started for a few kilobytes of sources")
 
-    monkeypatch.setattr(build, "ProcessPoolExecutor", no_pool)
+    from bookft.ingest import pool
+
+    monkeypatch.setattr(pool, "ProcessPoolExecutor", no_pool)
     cfg = from_dict(IngestConfig, {"out": str(tmp_path / "o"), "workers": 2, "tokenizer": {"vocab_size": 300},
                                    "packing": {"seq_len": 256}})
     m = build_corpus(cfg, sources=[(str(_sources(tmp_path)), "auto", None)])

@@ -12,9 +12,10 @@ from bookft.config import from_dict
 from bookft.corpus.reader import open_corpus
 from bookft.errors import ConfigError
 from bookft.ingest import IngestConfig, build_corpus
-from bookft.ingest.build import _page_ranges, _pool_map
+from bookft.ingest.build import _page_ranges
 from bookft.ingest.cache import SourceCache
 from bookft.ingest.pdfwriter import book_pdf
+from bookft.ingest.pool import may_use_pool, pool_map, prestart
 
 WORDS = "river stone lantern harbor meadow archive winter summer quiet ancient merchant sailor".split()
 PAGES_PER_JOB = 12  # the 61-page book: 6 page-range jobs; the 31-page owned one: 3
@@ -83,12 +84,25 @@ def test_the_building_process_takes_local_tasks_from_the_end_while_the_pool_take
     first submit waits for the forkserver), everything else only in the pool; every task once."""
     import os
 
-    out = list(_pool_map(os.getpid, [()] * 6, 2, local=lambda i: i >= 3))
+    prestart()  # what `bookft ingest` does first for a big source: the same forkserver serves the map
+    out = list(pool_map(os.getpid, [()] * 6, 2, local=lambda i: i >= 3))
     assert sorted(i for i, _ in out) == list(range(6))
     pid = dict(out)
     assert pid[5] == os.getpid()  # taken before the pool starts
     assert all(pid[i] != os.getpid() for i in range(3))  # never local
-    assert list(_pool_map(os.getpid, [()] * 3, 2, local=lambda i: False))  # nothing local: the pool alone
+    assert list(pool_map(os.getpid, [()] * 3, 2, local=lambda i: False))  # nothing local: the pool alone
+
+
+def test_the_command_line_guesses_when_to_start_the_pool_early(tmp_path):
+    big, small, text = tmp_path / "big.pdf", tmp_path / "small.pdf", tmp_path / "a.txt"
+    big.write_bytes(b"%PDF-" + bytes(300 * 512))
+    small.write_bytes(b"%PDF-" + bytes(1000))
+    text.write_text("x")
+    assert may_use_pool([str(big)], None, None)
+    assert not may_use_pool([str(small), str(text)], None, None)
+    assert not may_use_pool([str(big)], 0, None) and not may_use_pool([str(big)], None, "ray")
+    assert may_use_pool([str(tmp_path)], 2, "local")  # a folder: the build walks it
+    assert not may_use_pool([], None, None)  # the built-in sample: small, extracted in process
 
 
 def test_pages_per_job_is_validated():

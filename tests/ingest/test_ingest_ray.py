@@ -98,16 +98,17 @@ def _files(version: Path) -> dict[str, bytes]:
 
 def test_ray_engine_gives_the_local_corpus_byte_for_byte(tmp_path, mixed, ray_instance, monkeypatch):
     import bookft.ingest.build as build
+    import bookft.ingest.pool as pool
 
     pools = []
 
-    class Pool(build.ProcessPoolExecutor):
+    class Pool(pool.ProcessPoolExecutor):
         def __init__(self, *a, **k):
             pools.append(k["max_workers"])
             super().__init__(*a, **k)
 
     monkeypatch.setattr(build, "_small", lambda *a, **k: False)  # the local pool, not in-process (small sources)
-    monkeypatch.setattr(build, "ProcessPoolExecutor", Pool)
+    monkeypatch.setattr(pool, "ProcessPoolExecutor", Pool)
     local = build_corpus(_cfg(tmp_path / "local", workers=2), sources=mixed)
     monkeypatch.undo()
     assert pools == [2]
@@ -141,7 +142,7 @@ def test_cli_engine_ray(tmp_path, mixed, ray_instance):
 
 
 def test_a_failing_job_raises_as_in_the_local_pool(ray_instance):
-    from bookft.ingest.build import _pool_map
+    from bookft.ingest.pool import pool_map as _pool_map
     from bookft.ingest.ray_engine import ray_map
 
     assert dict(ray_map(int, [("1",), ("22",), ("333",)])) == dict(_pool_map(int, [("1",), ("22",), ("333",)], 0))
