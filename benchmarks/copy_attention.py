@@ -12,6 +12,8 @@ them, the value at the source carries the token to write). For each layer and he
              argmax is: "0", "-1", "+1", elsewhere in the "needle", in the "prompt" after it (the
              question and the answer written so far) or "before" it (the haystack);
   p_needle   the attention mass on the whole needle.
+For each answer token also `pred_at`: the offsets from the source (within 8 tokens, inside the needle)
+where the predicted token sits (a wrong token found at -1 or -2 is a neighbour read).
 The copying head is the (layer, head) with the largest mean p_src over all answer tokens. Its
 offsets and p_src are then split by whether the model's argmax was right: a wrong token at offset 0
 with a high p_src is a right look and a wrong read, a wrong token at offset -1/+1 a slip of the
@@ -104,6 +106,9 @@ def analyse(model, sample) -> list[dict]:
         t = a0 - 1 + j  # the position whose logits predict answer token j
         row = {"j": j, "target": int(answer[j]), "pred": int(logits[j].argmax()), "heads": {}}
         row["right"] = row["pred"] == row["target"]
+        if v0 is not None:  # where in the needle (offsets from the source, within 8) the predicted token sits
+            src = n0 + v0 + j
+            row["pred_at"] = [d for d in range(-8, 9) if n0 <= src + d < n1 and ids[0, src + d] == row["pred"]]
         for layer, probs in enumerate(store):
             for h in range(probs.shape[1]):
                 p = probs[0, h, t]
@@ -134,6 +139,8 @@ def summarise(samples: list[dict]) -> dict:
             "mean_p_src": float(np.mean([c["p_src"] for c in cells])) if cells else None,
             "mean_p_needle": float(np.mean([c["p_needle"] for c in cells])) if cells else None,
             "looks": dict(Counter(c["where"] for c in cells).most_common()),
+            "pred_at": dict(Counter(",".join(f"{d:+d}" for d in r.get("pred_at", [])) or "not in the needle"
+                                    for r in group).most_common()),
         }
     return out
 

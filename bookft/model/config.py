@@ -132,6 +132,9 @@ class ModelConfig:
     rope_theta_override: float | None = None
     rope_scaling: RopeScaling | None = None  # context extension over a loaded HF folder's RoPE (RopeScaling)
     short_conv: int = 0  # width of a causal depthwise conv on the embeddings (short_conv.py); 0 = off
+    # "depthwise": tap k scales each channel of the k-th earlier embedding (w [W, E]); "dense": a full
+    # matrix per tap (w [W, E, E]), so earlier tokens can sit in subspaces of their own (short_conv.py)
+    short_conv_mix: str = "depthwise"
     # tokens per device per step of a scan over the MLP (each step rematerialised): bounds the
     # [tokens, intermediate] buffers at long context; 0 = the whole sequence at once
     mlp_chunk: int = 0
@@ -189,6 +192,8 @@ class ModelConfig:
             raise ConfigError(f"model.head_dim must be even for RoPE, got {self.dim_per_head}")
         if not 0 <= self.short_conv <= 64:
             raise ConfigError(f"model.short_conv must be in 0..64 (a conv width; 0 = off), got {self.short_conv}")
+        if self.short_conv_mix not in ("depthwise", "dense"):
+            raise ConfigError(f"model.short_conv_mix must be depthwise or dense, got {self.short_conv_mix!r}")
         if self.sliding_window < 0:
             raise ConfigError(f"model.sliding_window must be >= 0 (0 = off), got {self.sliding_window}")
         if self.layer_types:

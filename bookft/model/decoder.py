@@ -43,7 +43,7 @@ class LoraParam(nnx.Param):
 
 
 class ConvParam(nnx.Param):
-    """The optional short convolution's taps [W, E] (short_conv.py)."""
+    """The optional short convolution's taps [W, E], or [W, E, E] with model.short_conv_mix dense (short_conv.py)."""
 
 
 def _dtype(name: str):
@@ -126,7 +126,10 @@ class Decoder(nnx.Module):
         self.layers = LayerStack(config, rngs=rngs)
         self.final_norm = _param(NormParam, jnp.ones((e,), dtype), ("embed",))
         if config.short_conv:
-            self.conv = _param(ConvParam, jnp.zeros((config.short_conv, e), dtype), (None, "embed"))
+            if config.short_conv_mix == "dense":
+                self.conv = _param(ConvParam, jnp.zeros((config.short_conv, e, e), dtype), (None, "embed", None))
+            else:
+                self.conv = _param(ConvParam, jnp.zeros((config.short_conv, e), dtype), (None, "embed"))
         if not config.tie_embeddings:
             self.lm_head = _param(EmbedParam, _init("normal", rngs.params(), (v, e), config, dtype),
                                   ("vocab", "embed"))
