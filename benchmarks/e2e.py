@@ -213,6 +213,34 @@ NOTES = [
     "/proc/sys/kernel/sched_autogroup_enabled = 1), so `nice` only orders processes within one session; "
     "a helper's niced job in its own session took an equal share from the loops until each session's "
     "/proc/PID/autogroup nice was set. The session-8 walls (3-4x a quiet host) were partly that.",
+    "Session 10 (issue 16), (Q3) Q1 with lr_scale 0.45 at 1,024 (Q1: 0.7; the 2,048 stage stayed at 0.6, so "
+    "the rate rose again at the switch): draw 2's 1,024 gate passed at step 900 (Q1: never in 400 steps), "
+    "then the 2,048 stage pulled probe/1024 back to 0.33-0.67; 1K 1/1/1/0.8/0.4, 2K 0.6/0.9/0.7/1/0.2, 1,400 "
+    "steps, 4,048 s. Draw 3 (its first base-1e9 run): 1,024 stage to its cap, 1K 1/1/1/1/1, 2K "
+    "0.6/1/0.9/0.8/0.7, 1,500 steps, 4,303 s. Two loops side by side beside the session's ingest work (load "
+    "0.3-11). Not adopted.",
+    "Session 10 diagnosis, benchmarks/copy_attention.py (new: the dense reference attention on one device, "
+    "recording every head's probabilities at the positions that predict the answer tokens; the source of "
+    "answer token j is the needle token it repeats): on Q3 draw 2's checkpoints at steps 800 and 900 (its "
+    "1,024 stage; 1,024 tokens, 4 seeds, depths 0-100%) the copying head was L1H1 (layer 1); its wrong tokens"
+    " had their argmax on the right source token (12 of 14 at step 800, p 0.70 on it; 3 of 5 at step 900, the"
+    " prediction being the needle's next token in 3 of 5): right look, wrong read. With depthwise taps, x'_t "
+    "= x_t + sum_k w_k * x_{t-k}, 'digit d one token back' lands in the embedding space of 'digit d here', "
+    "scaled per channel, so neither the key match nor the value's read can tell neighbouring positions apart "
+    "cleanly.",
+    "Session 10, (Q4) model.short_conv_mix dense (a full 128 x 128 matrix per tap, 131k parameters, "
+    "zero-init: each offset can get a subspace of its own, as a previous-token head writes through its OV; "
+    "Olsson et al. 2022), lr 1.5e-3, lr_scale 0.8 / 0.45 / 0.4, 500 steps at 2,048, train.steps 1600. Draw 2 "
+    "(the hard draw): the 256 gate passed at step 150 (Q3: 550), 512 stage from step 151, 1,024 from 251, "
+    "2,048 from 301; 1K 1/1/1/1/1, 2K 1/1/1/1/1; 800 steps, 3,277 s. The copy_attention grid of its final "
+    "checkpoint (1,024 and 2,048 tokens, depths 0/50/100, 3 seeds): copying head L0H1 (layer 0: one layer "
+    "suffices once earlier tokens have their own subspace), p 0.61 on the source token, 144 of 144 answer "
+    "tokens right. Draw 1 (P2's failure): 512 stage from step 151, 1,024 from 251, 2,048 from 551; 1K "
+    "1/1/1/1/1, 2K 1/1/1/1/1; 1,050 steps, 3,641 s. Draw 3: 512 stage from step 201, 1,024 from 301, 2,048 "
+    "from 451; 1K 1/1/1/1/1, 2K 1/1/1/1/1; 950 steps, 3,388 s. Three loops side by side (with a test run for "
+    "part of the time, load 8-11, walls ~3x a quiet host's). Base 0 in every cell. 3 of 3 draws meet the "
+    "target; Q4 is the default since session 10 (its draws are the `draws` of this file); draws 0 and 4 not "
+    "run (session time).",
     "Why 2048 examples: session-2 run 2 (stages up to 1024) reached 1K 0/0/0.9/1/1; adding a 2048 "
     "stage (d1) took depth 0 at 1K from 0.0 to 0.8 (STACK-FACTS: training at 2,048 fixes depth 0 at "
     "1,024). The probe overstates reach: earlier askings of the question give most answer targets a "
@@ -334,8 +362,8 @@ def main() -> None:
             + [f"--ingest-set {s}" for s in args.ingest_set] + [f"--set {s}" for s in args.set]),
         "config": {"curriculum": [vars(s) for s in cfg.train.curriculum], "batch_size": cfg.data.batch_size,
                    "model": {**{k: getattr(cfg.model, k) for k in ("num_layers", "hidden_size", "num_heads",
-                                                                  "qk_norm", "short_conv", "vocab_size",
-                                                                  "nope_layers")},
+                                                                  "qk_norm", "short_conv", "short_conv_mix",
+                                                                  "vocab_size", "nope_layers")},
                              "rope_theta": cfg.model.rope_theta},
                    "attention": vars(cfg.attention), "mesh": cfg.parallel.mesh},
         "target": f"every cell >= {TARGET} at every length, on every draw", "draws": [], "notes": NOTES,
