@@ -5,12 +5,14 @@ report page (bookft/corpus/html_report.py)."""
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from bookft.corpus.reader import Corpus
+if TYPE_CHECKING:  # imported where used: the reader pulls pyarrow.compute, which `bookft ingest` never needs
+    from bookft.corpus.reader import Corpus
 
 
 def summary(corpus: Corpus) -> dict:
@@ -41,6 +43,8 @@ def register(app: typer.Typer) -> None:
                 html: str = typer.Option(None, "--html", help="Also write a self-contained HTML report to this file "
                                          "(lengths per source and kind, fill, mix, failed sources, redactions).")) -> None:
         """Print a corpus's manifest summary (counts, fill, tokenizer, failed/skipped sources)."""
+        from bookft.corpus.reader import Corpus
+
         c = Corpus(corpus)
         s = summary(c)
         if html:

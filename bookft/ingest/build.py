@@ -152,11 +152,12 @@ def _plan_splits(b: _Build) -> dict[int, tuple[list[tuple[int, int]], dict]]:
     return out
 
 
-def _assemble_pdf(b: _Build, i: int, pages: list[list[str]], meta: dict) -> dict:
+def _assemble_pdf(b: _Build, i: int, ranges: list[dict], meta: dict) -> dict:
     """A split PDF's ranges, in page order -> the same cache entry (and head) as extracting it whole."""
     job = b.jobs[i]
     source = str(Path(job.path))  # as extract() names it
-    text, m = pages_text([p for rng in pages for p in rng], meta, "pdfium")
+    text, m = pages_text([p for rng in ranges for p in rng["pages"]], meta, "pdfium",
+                         [c for rng in ranges for c in rng["chunks"]])
     res = pdf_result(source, *text_document(text, m, source, job.collection))
     res.hash = b.hashes[i]
     return b.cache.save_extract(b.keys[i], res)
@@ -313,7 +314,7 @@ def _extract(b: _Build) -> None:
         elif "error" in out:
             whole.append(i)
         else:
-            pages[i][r] = out["pages"]
+            pages[i][r] = out
             if all(p is not None for p in pages[i]):
                 done(i, _assemble_pdf(b, i, pages.pop(i), splits[i][1]))
     retry = [("source", jobs[i], cache.root, b.keys[i], b.hashes[i]) for i in whole]

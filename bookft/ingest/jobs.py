@@ -9,9 +9,11 @@ Design choices:
 - ("source", job, cache_root, key, content_hash): extract the source and write its cache entry in
   the worker; only the head (no texts) travels back.
 - ("pages", path, start, stop, password): the raw page texts of pages [start, stop) of a PDF, read by
-  pdfium exactly as the whole-file path reads them. They travel back (a bounded range of pages);
-  the build reassembles the ranges in page order and runs the document-level steps (running
-  headers/footers, paragraphs over page breaks, cleaning) on all pages at once, then writes one
+  pdfium exactly as the whole-file path reads them, with each page's paragraphs joined as the range's
+  own running headers suggest (`page_chunks`: the costly per-page step, done here in parallel). They
+  travel back (a bounded range of pages); the build reassembles the ranges in page order and runs the
+  document-level steps (running headers/footers, paragraphs over page breaks, cleaning) on all pages
+  at once, keeping a page's chunk only where the whole document's headers agree, then writes one
   cache entry for the whole source. Any exception in a range comes back as {"error": ...}, never
   raised: the build then extracts that file whole, so a bad file is reported exactly as unsplit.
 """
@@ -21,7 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bookft.ingest.cache import write_extract
-from bookft.ingest.pdf import pdf_page_range
+from bookft.ingest.pdf import page_chunks, pdf_page_range
 from bookft.ingest.sources import ExtractJob, extract
 
 
@@ -33,9 +35,11 @@ def extract_to_cache(job: ExtractJob, cache_root: Path, key: str, chash: str) ->
 
 
 def page_range(path: str, start: int, stop: int, password: str | None) -> dict:
-    """{"pages": [text of each page in [start, stop)]}, or {"error": why} (the file is then extracted whole)."""
+    """{"pages": [text of each page in [start, stop)], "chunks": their speculative paragraphs (pdf.page_chunks)},
+    or {"error": why} (the file is then extracted whole)."""
     try:
-        return {"pages": pdf_page_range(path, start, stop, password)}
+        pages = pdf_page_range(path, start, stop, password)
+        return {"pages": pages, "chunks": page_chunks(pages)}
     except Exception as e:  # noqa: BLE001  any failure: the whole-file path decides what to report
         return {"error": f"{type(e).__name__}: {e}"}
 

@@ -186,27 +186,53 @@ def _norm(line: str) -> str:
     return _DIGITS.sub("#", " ".join(line.split())).lower()
 
 
-def strip_headers_footers(pages: list[list[str]]) -> list[list[str]]:
-    """Remove running headers/footers and page numbers from per-page line lists."""
+def _page_lines(page: str) -> list[str]:
+    return page.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
+def repeated_edges(pages: list[list[str]]) -> set[str]:
+    """The running headers/footers of a document: a first/last line (digits masked) on at least half its pages."""
     n = len(pages)
     counts: Counter[str] = Counter()
     for lines in pages:
         edge = {_norm(x) for x in lines[:2] + lines[-2:] if len(x) <= 70 and any(c.isalpha() for c in x)}
         counts.update(edge)
-    repeated = {k for k, c in counts.items() if n >= 3 and c >= max(2, n // 2)}
+    return {k for k, c in counts.items() if n >= 3 and c >= max(2, n // 2)}
+
+
+def strip_bounds(lines: list[str], repeated: set[str]) -> tuple[int, int]:
+    """(a, b): the page without its running header/footer lines and page numbers is lines[a:b]."""
+    a, b = 0, len(lines)
+    for _ in range(2):  # up to two header lines and two footer lines
+        while a < b and not lines[a].strip():
+            a += 1
+        while a < b and not lines[b - 1].strip():
+            b -= 1
+        if a < b and (_norm(lines[a]) in repeated or _PAGE_NUM.match(lines[a])):
+            a += 1
+        if a < b and (_norm(lines[b - 1]) in repeated or _PAGE_NUM.match(lines[b - 1])):
+            b -= 1
+    return a, b
+
+
+def strip_headers_footers(pages: list[list[str]]) -> list[list[str]]:
+    """Remove running headers/footers and page numbers from per-page line lists."""
+    repeated = repeated_edges(pages)
+    return [lines[a:b] for lines in pages for a, b in [strip_bounds(lines, repeated)]]
+
+
+def page_chunks(pages: list[str]) -> list[tuple[int, int, str]]:
+    """Speculative per-page paragraphs for one page range of a split PDF (run in its worker, so the
+    costly per-page half of `pages_text` is spread over the pool): (a, b, join_lines(lines[a:b])) with
+    the bounds the range's own running headers give. `pages_text` keeps a page's chunk only when the
+    whole document's headers give the same bounds, and joins the page itself otherwise, so the text is
+    the same as from one job whatever the ranges see."""
+    page_lines = [_page_lines(p) for p in pages]
+    repeated = repeated_edges(page_lines)
     out = []
-    for lines in pages:
-        lines = list(lines)
-        for _ in range(2):  # up to two header lines and two footer lines
-            while lines and not lines[0].strip():
-                lines.pop(0)
-            while lines and not lines[-1].strip():
-                lines.pop()
-            if lines and (_norm(lines[0]) in repeated or _PAGE_NUM.match(lines[0])):
-                lines.pop(0)
-            if lines and (_norm(lines[-1]) in repeated or _PAGE_NUM.match(lines[-1])):
-                lines.pop()
-        out.append(lines)
+    for lines in page_lines:
+        a, b = strip_bounds(lines, repeated)
+        out.append((a, b, join_lines(lines[a:b]).strip()))
     return out
 
 
@@ -269,16 +295,21 @@ def pdf_text(data: bytes, backend: str = "pdfium", *, password: str | None = Non
     return pages_text(pages, meta, used)
 
 
-def pages_text(pages: list[str], meta: dict, used: str = "pdfium") -> tuple[str, dict]:
+def pages_text(pages: list[str], meta: dict, used: str = "pdfium",
+               chunks: list[tuple[int, int, str]] | None = None) -> tuple[str, dict]:
     """Every page's text, in order -> (text, meta): the document-level half of `pdf_text` (running
     headers/footers need all pages; paragraphs run over page breaks), run after a split PDF's ranges
-    are reassembled."""
-    page_lines = [[ln for ln in p.replace("\r\n", "\n").replace("\r", "\n").split("\n")] for p in pages]
+    are reassembled. `chunks`: the ranges' `page_chunks`, one per page, used where their bounds hold."""
+    page_lines = [_page_lines(p) for p in pages]
     empty = sum(1 for p in pages if not p.strip())
-    page_lines = strip_headers_footers(page_lines)
+    repeated = repeated_edges(page_lines)
     parts: list[str] = []  # joined once at the end: `text += chunk` per page is quadratic in the book's length
-    for lines in page_lines:
-        chunk = join_lines(lines).strip()
+    for k, lines in enumerate(page_lines):
+        a, b = strip_bounds(lines, repeated)
+        if chunks is not None and chunks[k][:2] == (a, b):
+            chunk = chunks[k][2]
+        else:
+            chunk = join_lines(lines[a:b]).strip()
         if not chunk:
             continue
         if not parts:

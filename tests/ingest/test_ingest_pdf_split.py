@@ -147,3 +147,68 @@ def test_a_range_that_fails_reports_the_file_as_unsplit(tmp_path, books, monkeyp
     entry = next(e for e in split["sources"] if e["source"] == str(cut))
     assert entry["status"] == "failed" and entry["reason"].startswith("damaged or truncated PDF")
     assert split["sources"] == whole["sources"] and split["data_hash"] == whole["data_hash"]
+
+
+def _page(rng, header, number):
+    lines = [header] if header else []
+    for _ in range(rng.integers(0, 12)):
+        r = rng.random()
+        if r < 0.1:
+            lines.append("")
+        elif r < 0.2:
+            lines.append(" ".join(rng.choice(WORDS, size=rng.integers(1, 4))).capitalize() + ".")
+        elif r < 0.3:
+            lines.append(str(rng.choice(WORDS)) + "-")  # a hyphen at a line end
+        else:
+            lines.append(" ".join(rng.choice(WORDS, size=rng.integers(3, 14))))
+    if number:
+        lines.append(str(number))
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_range_chunks_give_the_same_text_as_one_job(seed):
+    """Each page-range worker joins its pages' paragraphs under its own running headers (pdf.page_chunks);
+    pages_text keeps a chunk only where the whole document's headers give the same bounds. Random books
+    whose headers repeat in some ranges only (so ranges and document disagree on some pages), cut into
+    random ranges: the text is always the text of one job."""
+    from bookft.ingest.pdf import page_chunks, pages_text
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(3, 60))
+    local = [f"Chapter {k}" for k in range(3)]  # a header on one stretch of pages only
+    pages = [_page(rng, ["The Book", local[i * 3 // n], "", None][int(rng.integers(0, 4))],
+                   i + 1 if rng.random() < 0.7 else None) for i in range(n)]
+    cuts = sorted({0, n, *rng.integers(1, n, size=int(rng.integers(0, 5))).tolist()})
+    chunks = [c for lo, hi in zip(cuts[:-1], cuts[1:], strict=True) for c in page_chunks(pages[lo:hi])]
+    used = []
+    import bookft.ingest.pdf as pdf
+
+    join = pdf.join_lines
+    try:
+        pdf.join_lines = lambda lines: used.append(1) or join(lines)
+        got = pages_text(pages, {}, chunks=chunks)
+    finally:
+        pdf.join_lines = join
+    assert got == pages_text(pages, {})
+    assert len(used) < n or n == 0  # some chunks were kept ...
+
+
+def test_a_split_book_keeps_the_ranges_chunks(books):
+    """... and on a book whose running header is on every page, every page's chunk is kept."""
+    import bookft.ingest.pdf as pdf
+
+    root, _ = books
+    path = str(root / "book.pdf")
+    ranges = _page_ranges(61, PAGES_PER_JOB)
+    pages = [pdf.pdf_page_range(path, lo, hi) for lo, hi in ranges]
+    chunks = [c for rng in pages for c in pdf.page_chunks(rng)]
+    flat = [p for rng in pages for p in rng]
+    calls = []
+    join = pdf.join_lines
+    try:
+        pdf.join_lines = lambda lines: calls.append(1) or join(lines)
+        got = pdf.pages_text(flat, {}, chunks=chunks)
+    finally:
+        pdf.join_lines = join
+    assert calls == [] and got == pdf.pages_text(flat, {})
