@@ -18,6 +18,7 @@ checkout or of /work/main when present, else a byte-level BPE that bookft trains
 before the timed runs (saved as a tokenizer folder, so every run loads it the same way).
 
     python benchmarks/pdf_book.py [--pages 1000] [--reps 5] [--tokenizer DIR] [--workers 2]
+                                  [--pages-per-job N] [--json OUT]
 """
 
 from __future__ import annotations
@@ -102,12 +103,15 @@ def _wall(cmd: list[str], name: str = "") -> float:
     return wall
 
 
-def _ingest(book: Path, out: Path, tokenizer: Path, workers: int, split: bool) -> tuple[float, dict]:
+def _ingest(book: Path, out: Path, tokenizer: Path, workers: int, split: bool,
+            pages_per_job: int | None = None) -> tuple[float, dict]:
     shutil.rmtree(out, ignore_errors=True)
     cmd = [sys.executable, "-m", "bookft.cli", "ingest", str(book), "-o", str(out), "--tokenizer", str(tokenizer),
            "--workers", str(workers)]
     if not split:
         cmd += ["--set", "extract.pdf_pages_per_job=0"]
+    elif pages_per_job:
+        cmd += ["--set", f"extract.pdf_pages_per_job={pages_per_job}"]
     wall = _wall(cmd, "split" if split else "unsplit")
     m = json.loads((out / "current" / "manifest.json").read_text())
     shutil.rmtree(out, ignore_errors=True)
@@ -178,6 +182,9 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--tokenizer", type=Path, default=None)
     ap.add_argument("--keep", type=Path, default=None, help="work folder to keep (default: a temporary one)")
+    ap.add_argument("--pages-per-job", type=int, default=None,
+                    help="extract.pdf_pages_per_job of the split runs (default: the config's)")
+    ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "pdf_book.json")
     args = ap.parse_args()
     con = Console()
     work = args.keep or Path(tempfile.mkdtemp(prefix="bookft-pdfbook-"))
@@ -203,7 +210,8 @@ def main() -> None:
             if name == "bare":
                 runs["bare"].append(_wall([sys.executable, "-c", BARE, str(book)], "bare"))
             else:
-                wall, m = _ingest(book, work / f"corpus-{name}", tokenizer, args.workers, name == "split")
+                wall, m = _ingest(book, work / f"corpus-{name}", tokenizer, args.workers, name == "split",
+                                  args.pages_per_job)
                 runs[name].append(wall)
                 manifests[name].append(m)
         con.print(f"round {rep + 1}/{args.reps}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in runs.items()))
@@ -263,7 +271,7 @@ def main() -> None:
                 f"{tok_cmp['one_call_rust_threads']} / {tok_cmp['python_threads']} / {tok_cmp['process_pool']} s")
     tab.add_row("load average before, after", "", "", str(res["loadavg_before_after"]))
     con.print(tab)
-    dst = ROOT / "benchmarks" / "results" / "pdf_book.json"
+    dst = args.json
     dst.parent.mkdir(parents=True, exist_ok=True)
     dst.write_text(json.dumps(res, indent=1) + "\n")
     con.print(f"wrote {dst}")
