@@ -104,7 +104,7 @@ def _wall(cmd: list[str], name: str = "") -> float:
 
 
 def _ingest(book: Path, out: Path, tokenizer: Path, workers: int, split: bool,
-            pages_per_job: int | None = None) -> tuple[float, dict]:
+            pages_per_job: int | None = None, name: str = "") -> tuple[float, dict]:
     shutil.rmtree(out, ignore_errors=True)
     cmd = [sys.executable, "-m", "bookft.cli", "ingest", str(book), "-o", str(out), "--tokenizer", str(tokenizer),
            "--workers", str(workers)]
@@ -112,7 +112,7 @@ def _ingest(book: Path, out: Path, tokenizer: Path, workers: int, split: bool,
         cmd += ["--set", "extract.pdf_pages_per_job=0"]
     elif pages_per_job:
         cmd += ["--set", f"extract.pdf_pages_per_job={pages_per_job}"]
-    wall = _wall(cmd, "split" if split else "unsplit")
+    wall = _wall(cmd, name or ("split" if split else "unsplit"))
     m = json.loads((out / "current" / "manifest.json").read_text())
     shutil.rmtree(out, ignore_errors=True)
     return wall, m
@@ -184,6 +184,8 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, default=None, help="work folder to keep (default: a temporary one)")
     ap.add_argument("--pages-per-job", type=int, default=None,
                     help="extract.pdf_pages_per_job of the split runs (default: the config's)")
+    ap.add_argument("--also-pages-per-job", type=int, default=None,
+                    help="also time split runs at this extract.pdf_pages_per_job, interleaved (row 'split_alt')")
     ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "pdf_book.json")
     args = ap.parse_args()
     con = Console()
@@ -202,16 +204,17 @@ def main() -> None:
     load_before = os.getloadavg()
     con.print(f"{n_pages} pages, {book.stat().st_size:,} bytes; tokenizer {tok_origin}; load {load_before}")
 
-    runs = {"bare": [], "split": [], "unsplit": []}
-    manifests = {"split": [], "unsplit": []}
-    order = ["bare", "split", "unsplit"]
+    order = ["bare", "split", "unsplit"] + (["split_alt"] if args.also_pages_per_job else [])
+    runs = {k: [] for k in order}
+    manifests = {k: [] for k in order if k != "bare"}
+    per_job = {"split": args.pages_per_job, "split_alt": args.also_pages_per_job}
     for rep in range(args.reps):
-        for name in order[rep % 3:] + order[:rep % 3]:
+        for name in order[rep % len(order):] + order[:rep % len(order)]:
             if name == "bare":
                 runs["bare"].append(_wall([sys.executable, "-c", BARE, str(book)], "bare"))
             else:
-                wall, m = _ingest(book, work / f"corpus-{name}", tokenizer, args.workers, name == "split",
-                                  args.pages_per_job)
+                wall, m = _ingest(book, work / f"corpus-{name}", tokenizer, args.workers, name != "unsplit",
+                                  per_job.get(name), name)
                 runs[name].append(wall)
                 manifests[name].append(m)
         con.print(f"round {rep + 1}/{args.reps}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in runs.items()))
@@ -219,7 +222,7 @@ def main() -> None:
 
     med = {k: round(statistics.median(v), 3) for k, v in runs.items()}
     phases = {}
-    for name in ("split", "unsplit"):
+    for name in manifests:
         tim = [m["timings"] for m in manifests[name]]
         phases[name] = {k: round(statistics.median(t[k] for t in tim), 3) for k in tim[0]}
         walls = runs[name]
@@ -243,9 +246,13 @@ def main() -> None:
                     "main process only (the forkserver's workers are reaped by the forkserver, not counted)",
         "ratio_bare_over_bookft": round(med["bare"] / med["split"], 3),
         "ratio_bare_over_bookft_unsplit": round(med["bare"] / med["unsplit"], 3),
+        # the host's speed drifts between rounds: the ratio within each round, then its median
+        "ratio_per_round_median": {k: round(statistics.median(b / x for b, x in zip(runs["bare"], runs[k],
+                                                                                       strict=True)), 3)
+                                   for k in manifests},
         "target_ratio": 0.7,
         "phase_seconds_median": phases,
-        "same_data_hash_split_unsplit": hashes["split"] == hashes["unsplit"] and len(hashes["split"]) == 1,
+        "same_data_hash_split_unsplit": len({h for v in hashes.values() for h in v}) == 1,
         "data_hash": hashes["split"][0],
         "tokenize_strategies_seconds": tok_cmp,
         "loadavg_before_after": [round(x, 2) for x in load_before + load_after],
@@ -256,15 +263,17 @@ def main() -> None:
     tab.add_column("median s", justify="right")
     tab.add_column("bare / run", justify="right")
     tab.add_column("phases (median s)")
+    tab.add_column("bare / run per round", justify="right")
     tab.add_row("bare pypdfium2 loop", f"{med['bare']:.2f}", "1.00", "")
-    for name in ("split", "unsplit"):
+    for name in manifests:
         ph = phases[name]
-        label = f"bookft ingest, {res['page_range_jobs']} page ranges" if name == "split" else "bookft ingest, one job"
+        label = (f"bookft ingest, {manifests[name][0]['work']['pdf_page_ranges']} page ranges" if name != "unsplit"
+                 else "bookft ingest, one job")
         tab.add_row(label, f"{med[name]:.2f}", f"{med['bare'] / med[name]:.2f}",
-                    ", ".join(f"{k} {v}" for k, v in ph.items() if k != "total"))
+                    ", ".join(f"{k} {v}" for k, v in ph.items() if k != "total"),
+                    f"{res['ratio_per_round_median'][name]:.2f}")
     cpu = res["cpu_seconds_median"]
-    tab.add_row("CPU s: bare / split / unsplit (main)", "", "",
-                f"{cpu.get('bare')} / {cpu.get('split')} / {cpu.get('unsplit')}")
+    tab.add_row("CPU s (main process): " + " / ".join(order), "", "", " / ".join(str(cpu.get(k)) for k in order))
     tab.add_row("target", "", ">= 0.70", "")
     tab.add_row("split == unsplit data hash", str(res["same_data_hash_split_unsplit"]), "", res["data_hash"][:16])
     tab.add_row("tokenize: one call / threads / pool", "", "",
