@@ -7,16 +7,7 @@ library layers below it, e.g. train with the eval probe), so this file stays a t
 from __future__ import annotations
 
 import importlib
-import os
 import sys
-
-# `bookft ingest` of a big source: the pool's forkserver starts before typer and the commands import
-# (bookft/ingest/pool.py); not in the server itself, which imports this module again with our argv.
-if len(sys.argv) > 2 and sys.argv[1] == "ingest" and "BOOKFT_FORKSERVER" not in os.environ:
-    from bookft.ingest.pool import argv_may_use_pool, prestart
-
-    if argv_may_use_pool(sys.argv[2:]):
-        prestart()
 
 import typer
 from rich.console import Console

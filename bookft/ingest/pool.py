@@ -8,9 +8,8 @@ Design choices:
   looks for a `main_path` that spawn never gives), so when the main module is the command line,
   the server preloads it too (typer, rich, every command module): once, not per worker.
 - That start costs about 0.5 s of one core (the server's imports). `prestart()` lets it happen while
-  the command line is still importing and parsing: bookft/cli.py calls it before it imports typer when
-  the raw arguments of `bookft ingest` name a source big enough to use the pool (`argv_may_use_pool`),
-  and the ingest command checks again once parsed (`may_use_pool`).
+  the command line is still importing the build and loading its config; `bookft ingest` calls it
+  when a source on the command line is big enough to use the pool (`may_use_pool`).
 - `pool_map(local=...)`: the building process also runs tasks it may run itself (a split PDF's page
   ranges), from the end of the queue while the pool takes the front, so its core is not idle
   while the pool starts or while it waits.
@@ -42,24 +41,13 @@ def context():
     return ctx
 
 
-SERVER_ENV = "BOOKFT_FORKSERVER"  # set in the forkserver's environment (see `prestart`)
-
-
 def prestart() -> None:
-    """Start the forkserver now (it imports in its own process, in parallel with this one).
-
-    The server imports the main module again with this process's sys.argv (as __mp_main__), so the
-    early start in bookft/cli.py would start a server from the server: the variable SERVER_ENV, set
-    only in the server's environment, tells the command line it runs there."""
+    """Start the forkserver now (it imports in its own process, in parallel with this one)."""
     if os.name == "posix":
         context()
         from multiprocessing import forkserver
 
-        os.environ[SERVER_ENV] = "1"
-        try:
-            forkserver.ensure_running()  # the server is spawned (with this environment) before it returns
-        finally:
-            del os.environ[SERVER_ENV]
+        forkserver.ensure_running()
 
 
 def may_use_pool(paths: list[str], workers: int | None, engine: str | None,
@@ -81,38 +69,6 @@ def may_use_pool(paths: list[str], workers: int | None, engine: str | None,
             return True
         total += size
     return total >= IN_PROCESS_BYTES
-
-
-INGEST_FLAGS = frozenset({"--no-secret-scan", "--help"})  # `bookft ingest` options that take no value
-
-
-def argv_may_use_pool(args: list[str]) -> bool:
-    """`may_use_pool` from the raw arguments after `bookft ingest`, before the command line is parsed
-    (bookft/cli.py calls it first, so the forkserver imports while typer and the commands import and
-    parse: ~0.3 s of one core). Positional sources are the words that follow no value-taking option;
-    an option it does not know as a flag is taken to take a value, which at worst drops a source from
-    the guess, and the command's own check (after parsing) starts the pool then."""
-    sources, opts, i = [], {}, 0
-    while i < len(args):
-        a = args[i]
-        if a == "--":
-            sources += args[i + 1:]
-            break
-        if a.startswith("-") and a != "-":
-            if "=" in a:
-                k, v = a.split("=", 1)
-                opts[k] = v
-            elif a not in INGEST_FLAGS and i + 1 < len(args):
-                opts[a] = args[i + 1]
-                i += 1
-        else:
-            sources.append(a)
-        i += 1
-    try:
-        workers = int(opts["--workers"]) if "--workers" in opts else None
-    except ValueError:
-        return False
-    return may_use_pool(sources, workers, opts.get("--engine"))
 
 
 def in_thread(fn, *args) -> Future:

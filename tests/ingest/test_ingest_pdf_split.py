@@ -15,7 +15,7 @@ from bookft.ingest import IngestConfig, build_corpus
 from bookft.ingest.build import _page_ranges
 from bookft.ingest.cache import SourceCache
 from bookft.ingest.pdfwriter import book_pdf
-from bookft.ingest.pool import argv_may_use_pool, may_use_pool, pool_map, prestart
+from bookft.ingest.pool import may_use_pool, pool_map, prestart
 
 WORDS = "river stone lantern harbor meadow archive winter summer quiet ancient merchant sailor".split()
 PAGES_PER_JOB = 12  # the 61-page book: 6 page-range jobs; the 31-page owned one: 3
@@ -103,13 +103,6 @@ def test_the_command_line_guesses_when_to_start_the_pool_early(tmp_path):
     assert not may_use_pool([str(big)], 0, None) and not may_use_pool([str(big)], None, "ray")
     assert may_use_pool([str(tmp_path)], 2, "local")  # a folder: the build walks it
     assert not may_use_pool([], None, None)  # the built-in sample: small, extracted in process
-    # The same guess from the raw arguments, before parsing (bookft/cli.py starts the forkserver first).
-    assert argv_may_use_pool([str(big), "-o", str(tmp_path / "out"), "--tokenizer", str(tmp_path)])
-    assert argv_may_use_pool(["--no-secret-scan", str(big)]) and argv_may_use_pool(["--", str(big)])
-    assert not argv_may_use_pool(["--tokenizer", str(big), str(small)])  # an option's value is no source
-    assert not argv_may_use_pool([str(big), "--workers", "0"]) and not argv_may_use_pool([str(big), "--workers=0"])
-    assert not argv_may_use_pool([str(big), "--engine", "ray"]) and not argv_may_use_pool([str(big), "--workers", "x"])
-    assert not argv_may_use_pool(["--out", str(tmp_path)]) and not argv_may_use_pool([])
 
 
 def test_pages_per_job_is_validated():
@@ -219,24 +212,3 @@ def test_a_split_book_keeps_the_ranges_chunks(books):
     finally:
         pdf.join_lines = join
     assert calls == [] and got == pdf.pages_text(flat, {})
-
-
-def test_the_command_line_starts_the_pool_before_parsing(tmp_path):
-    """`python -m bookft.cli ingest BIG.pdf` (a book big enough to be split): the forkserver starts at the
-    top of bookft/cli.py; the server and its workers import that module again with the same argv and
-    must not start servers of their own. The corpus is the one job's."""
-    import json
-    import subprocess
-    import sys
-
-    paras = _paras(7, 1400)
-    (tmp_path / "big.pdf").write_bytes(book_pdf("A Big Book", "Me", paras, lines_per_page=40))
-    assert (tmp_path / "big.pdf").stat().st_size >= 300 * 512  # may_use_pool's threshold
-    r = subprocess.run([sys.executable, "-m", "bookft.cli", "ingest", str(tmp_path / "big.pdf"), "-o",
-                        str(tmp_path / "cli"), "--set", "tokenizer.vocab_size=400", "--set", "packing.seq_len=256",
-                        "--set", "extract.pdf_pages_per_job=40", "--workers", "2"],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-2000:]
-    m = json.loads((tmp_path / "cli" / "current" / "manifest.json").read_text())
-    whole = build_corpus(_cfg(tmp_path / "whole", 0), sources=[(str(tmp_path / "big.pdf"), "auto", None)])
-    assert m["work"]["pdf_page_ranges"] >= 3 and m["data_hash"] == whole["data_hash"]
