@@ -241,6 +241,18 @@ NOTES = [
     "part of the time, load 8-11, walls ~3x a quiet host's). Base 0 in every cell. 3 of 3 draws meet the "
     "target; Q4 is the default since session 10 (its draws are the `draws` of this file); draws 0 and 4 not "
     "run (session time).",
+    "Session 11, the 20-minute bar. Q4's draw 0, run alone on a quiet host: 1K 1/1/1/1/1, 2K 1/1/1/1/1, "
+    "but 1,222 s: its 1,024 stage ran to the 400-step cap with the 1,024 probe at 5/6 from step 300 to "
+    "650, and the 2,048 stage fixed it within 50 steps (probe 1.0 at every length from step 750). (Q5) Q4 "
+    "with the 1,024 cap at 200 and train.steps 1400, the default since session 11; every draw run alone "
+    "(one loop at a time; load 1.4-3.4, the loop's own threads and, during draws 0 and 4, test runs of "
+    "mine). Draw 0: stages from 1/151/251/451, 950 steps; 1K 1/1/1/1/1, 2K 0.9/1/1/1/1 (one cell at the "
+    "bar: Q4's 200 more steps at 1,024 gave 1.0); 1,147 s. Draw 1: 1,024 stage to its cap too (probe 5/6), "
+    "950 steps; 1/1/1/1/1 and 1/1/1/1/1; 1,053 s. Draw 4: 1,024 gate passed at step 300, 800 steps; "
+    "1/1/1/1/1 and 1/1/1/1/1; 1,057 s. Draw 2: gate at 300, 800 steps, all 1.0, 921 s; its 800 losses "
+    "equal Q4 draw 2's bit for bit (a gate passed before the new cap leaves the run unchanged, on another "
+    "day and load). Draw 3: 256 gate at step 200, 1,024 gate at 450, 950 steps, all 1.0, 1,110 s; its 950 losses equal Q4 draw 3's bit for bit. 5 of 5 draws meet the target, every wall under 1,200 s. Base 0 in "
+    "every cell.",
     "Why 2048 examples: session-2 run 2 (stages up to 1024) reached 1K 0/0/0.9/1/1; adding a 2048 "
     "stage (d1) took depth 0 at 1K from 0.0 to 0.8 (STACK-FACTS: training at 2,048 fixes depth 0 at "
     "1,024). The probe overstates reach: earlier askings of the question give most answer targets a "
