@@ -251,7 +251,8 @@ NOTES = [
     "950 steps; 1/1/1/1/1 and 1/1/1/1/1; 1,053 s. Draw 4: 1,024 gate passed at step 300, 800 steps; "
     "1/1/1/1/1 and 1/1/1/1/1; 1,057 s. Draw 2: gate at 300, 800 steps, all 1.0, 921 s; its 800 losses "
     "equal Q4 draw 2's bit for bit (a gate passed before the new cap leaves the run unchanged, on another "
-    "day and load). Draw 3: 256 gate at step 200, 1,024 gate at 450, 950 steps, all 1.0, 1,110 s; its 950 losses equal Q4 draw 3's bit for bit. 5 of 5 draws meet the target, every wall under 1,200 s. Base 0 in "
+    "day and load). Draw 3: 256 gate at step 200, 1,024 gate at 450, 950 steps, all 1.0, 1,110 s; its 950 losses "
+    "equal Q4 draw 3's bit for bit. 5 of 5 draws meet the target, every wall under 1,200 s. Base 0 in "
     "every cell.",
     "Why 2048 examples: session-2 run 2 (stages up to 1024) reached 1K 0/0/0.9/1/1; adding a 2048 "
     "stage (d1) took depth 0 at 1K from 0.0 to 0.8 (STACK-FACTS: training at 2,048 fixes depth 0 at "
