@@ -298,7 +298,7 @@ def _extract(b: _Build) -> None:
             tasks.append(("source", jobs[i], cache.root, b.keys[i], b.hashes[i]))
             owner.append((i, None))
     workers = b.cfg.workers if splits or not _small([jobs[i].path for i in todo]) else 0
-    pages: dict[int, list] = {i: [None] * len(ranges) for i, (ranges, _) in splits.items()}
+    parts: dict[int, list] = {i: [None] * len(ranges) for i, (ranges, _) in splits.items()}  # range outputs
     whole: list[int] = []  # split sources with a failed range: extracted again, whole
 
     def done(i: int, head: dict) -> None:
@@ -314,9 +314,9 @@ def _extract(b: _Build) -> None:
         elif "error" in out:
             whole.append(i)
         else:
-            pages[i][r] = out
-            if all(p is not None for p in pages[i]):
-                done(i, _assemble_pdf(b, i, pages.pop(i), splits[i][1]))
+            parts[i][r] = out
+            if all(p is not None for p in parts[i]):
+                done(i, _assemble_pdf(b, i, parts.pop(i), splits[i][1]))
     retry = [("source", jobs[i], cache.root, b.keys[i], b.hashes[i]) for i in whole]
     for t, head in (_map_tasks(b, retry, workers) if retry else ()):  # no second map (a Ray job) for none
         done(whole[t], head)

@@ -215,15 +215,14 @@ def strip_bounds(lines: list[str], repeated: set[str]) -> tuple[int, int]:
     return a, b
 
 
-def strip_headers_footers(pages: list[list[str]]) -> list[list[str]]:
-    """Remove running headers/footers and page numbers from per-page line lists."""
-    repeated = repeated_edges(pages)
-    return [lines[a:b] for lines in pages for a, b in [strip_bounds(lines, repeated)]]
+def _page_chunk(lines: list[str], a: int, b: int) -> str:
+    """One page's stripped lines lines[a:b] as paragraphs."""
+    return join_lines(lines[a:b]).strip()
 
 
 def page_chunks(pages: list[str]) -> list[tuple[int, int, str]]:
     """Speculative per-page paragraphs for one page range of a split PDF (run in its worker, so the
-    costly per-page half of `pages_text` is spread over the pool): (a, b, join_lines(lines[a:b])) with
+    costly per-page half of `pages_text` is spread over the pool): (a, b, the paragraphs of lines[a:b]) with
     the bounds the range's own running headers give. `pages_text` keeps a page's chunk only when the
     whole document's headers give the same bounds, and joins the page itself otherwise, so the text is
     the same as from one job whatever the ranges see."""
@@ -232,7 +231,7 @@ def page_chunks(pages: list[str]) -> list[tuple[int, int, str]]:
     out = []
     for lines in page_lines:
         a, b = strip_bounds(lines, repeated)
-        out.append((a, b, join_lines(lines[a:b]).strip()))
+        out.append((a, b, _page_chunk(lines, a, b)))
     return out
 
 
@@ -306,10 +305,7 @@ def pages_text(pages: list[str], meta: dict, used: str = "pdfium",
     parts: list[str] = []  # joined once at the end: `text += chunk` per page is quadratic in the book's length
     for k, lines in enumerate(page_lines):
         a, b = strip_bounds(lines, repeated)
-        if chunks is not None and chunks[k][:2] == (a, b):
-            chunk = chunks[k][2]
-        else:
-            chunk = join_lines(lines[a:b]).strip()
+        chunk = chunks[k][2] if chunks is not None and chunks[k][:2] == (a, b) else _page_chunk(lines, a, b)
         if not chunk:
             continue
         if not parts:

@@ -149,6 +149,16 @@ def test_a_range_that_fails_reports_the_file_as_unsplit(tmp_path, books, monkeyp
     assert split["sources"] == whole["sources"] and split["data_hash"] == whole["data_hash"]
 
 
+def _count_joins(monkeypatch) -> list:
+    """Record every page bookft.ingest.pdf joins itself (not taken from a range's chunks)."""
+    import bookft.ingest.pdf as pdf
+
+    calls: list = []
+    join = pdf.join_lines
+    monkeypatch.setattr(pdf, "join_lines", lambda lines: calls.append(1) or join(lines))
+    return calls
+
+
 def _page(rng, header, number):
     lines = [header] if header else []
     for _ in range(rng.integers(0, 12)):
@@ -167,7 +177,7 @@ def _page(rng, header, number):
 
 
 @pytest.mark.parametrize("seed", range(12))
-def test_range_chunks_give_the_same_text_as_one_job(seed):
+def test_range_chunks_give_the_same_text_as_one_job(seed, monkeypatch):
     """Each page-range worker joins its pages' paragraphs under its own running headers (pdf.page_chunks);
     pages_text keeps a chunk only where the whole document's headers give the same bounds. Random books
     whose headers repeat in some ranges only (so ranges and document disagree on some pages), cut into
@@ -181,20 +191,14 @@ def test_range_chunks_give_the_same_text_as_one_job(seed):
                    i + 1 if rng.random() < 0.7 else None) for i in range(n)]
     cuts = sorted({0, n, *rng.integers(1, n, size=int(rng.integers(0, 5))).tolist()})
     chunks = [c for lo, hi in zip(cuts[:-1], cuts[1:], strict=True) for c in page_chunks(pages[lo:hi])]
-    used = []
-    import bookft.ingest.pdf as pdf
-
-    join = pdf.join_lines
-    try:
-        pdf.join_lines = lambda lines: used.append(1) or join(lines)
-        got = pages_text(pages, {}, chunks=chunks)
-    finally:
-        pdf.join_lines = join
+    used = _count_joins(monkeypatch)
+    got = pages_text(pages, {}, chunks=chunks)
+    monkeypatch.undo()
     assert got == pages_text(pages, {})
     assert len(used) < n or n == 0  # some chunks were kept ...
 
 
-def test_a_split_book_keeps_the_ranges_chunks(books):
+def test_a_split_book_keeps_the_ranges_chunks(books, monkeypatch):
     """... and on a book whose running header is on every page, every page's chunk is kept."""
     import bookft.ingest.pdf as pdf
 
@@ -204,11 +208,7 @@ def test_a_split_book_keeps_the_ranges_chunks(books):
     pages = [pdf.pdf_page_range(path, lo, hi) for lo, hi in ranges]
     chunks = [c for rng in pages for c in pdf.page_chunks(rng)]
     flat = [p for rng in pages for p in rng]
-    calls = []
-    join = pdf.join_lines
-    try:
-        pdf.join_lines = lambda lines: calls.append(1) or join(lines)
-        got = pdf.pages_text(flat, {}, chunks=chunks)
-    finally:
-        pdf.join_lines = join
+    calls = _count_joins(monkeypatch)
+    got = pdf.pages_text(flat, {}, chunks=chunks)
+    monkeypatch.undo()
     assert calls == [] and got == pdf.pages_text(flat, {})
