@@ -5,6 +5,7 @@ Runs, interleaved A/B/C `--reps` times (the order rotates each round, so machine
 three alike), each a fresh interpreter timed by wall clock:
   bare     python -c: pdfium.PdfDocument, for each page get_textpage().get_text_range()
   split    bookft ingest BOOK -o FRESH --tokenizer DIR   (extract.pdf_pages_per_job default: split)
+  split_1core  the same pinned to one core (--one-core), for a projection to more cores
   unsplit  the same with --set extract.pdf_pages_per_job=0 (one job for the file)
 Reports medians, the ratio bare / bookft (the issue's target: >= 0.7), bookft's phases from its
 manifest (extract, tokenize, write, ...) and what is left of the wall time besides them (interpreter
@@ -18,7 +19,7 @@ checkout or of /work/main when present, else a byte-level BPE that bookft trains
 before the timed runs (saved as a tokenizer folder, so every run loads it the same way).
 
     python benchmarks/pdf_book.py [--pages 1000] [--reps 5] [--tokenizer DIR] [--workers 2]
-                                  [--pages-per-job N] [--json OUT]
+                                  [--pages-per-job N] [--one-core] [--json OUT]
 """
 
 from __future__ import annotations
@@ -89,22 +90,46 @@ def _env() -> dict:
 
 
 CPU = {}  # run name -> CPU seconds (user + sys) of the process itself and the children it reaped
+MACHINE_CPU = {}  # run name -> CPU seconds of the whole machine during the run (/proc/stat: every process)
 
 
-def _wall(cmd: list[str], name: str = "") -> float:
+def _machine_cpu() -> float | None:
+    """Busy CPU seconds of the whole machine since boot (user, nice, system, irq, softirq), None off Linux."""
+    try:
+        f = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    except OSError:
+        return None
+    return (int(f[0]) + int(f[1]) + int(f[2]) + int(f[5]) + int(f[6])) / os.sysconf("SC_CLK_TCK")
+
+
+def _one_core() -> None:
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # the run and every process it starts: one core
+
+
+def _wall(cmd: list[str], name: str = "", one_core: bool = False) -> float:
     import resource
 
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    m0 = _machine_cpu()
     t = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_env())
-    wall = time.perf_counter() - t
+    # stderr to a file, not a pipe: a pipe would also wait for the pool's forkserver to close its copy
+    with tempfile.TemporaryFile() as err:
+        r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=err, env=_env(),
+                           preexec_fn=_one_core if one_core else None)
+        wall = time.perf_counter() - t
+        if r.returncode:
+            err.seek(0)
+            raise SystemExit(f"{' '.join(cmd)} failed ({r.returncode}): {err.read().decode()[-2000:]}")
+    m1 = _machine_cpu()
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     CPU.setdefault(name, []).append(round(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime, 3))
+    if m0 is not None and m1 is not None:
+        MACHINE_CPU.setdefault(name, []).append(round(m1 - m0, 2))
     return wall
 
 
 def _ingest(book: Path, out: Path, tokenizer: Path, workers: int, split: bool,
-            pages_per_job: int | None = None, name: str = "") -> tuple[float, dict]:
+            pages_per_job: int | None = None, name: str = "", one_core: bool = False) -> tuple[float, dict]:
     shutil.rmtree(out, ignore_errors=True)
     cmd = [sys.executable, "-m", "bookft.cli", "ingest", str(book), "-o", str(out), "--tokenizer", str(tokenizer),
            "--workers", str(workers)]
@@ -112,7 +137,7 @@ def _ingest(book: Path, out: Path, tokenizer: Path, workers: int, split: bool,
         cmd += ["--set", "extract.pdf_pages_per_job=0"]
     elif pages_per_job:
         cmd += ["--set", f"extract.pdf_pages_per_job={pages_per_job}"]
-    wall = _wall(cmd, name or ("split" if split else "unsplit"))
+    wall = _wall(cmd, name or ("split" if split else "unsplit"), one_core)
     m = json.loads((out / "current" / "manifest.json").read_text())
     shutil.rmtree(out, ignore_errors=True)
     return wall, m
@@ -186,6 +211,9 @@ def main() -> None:
                     help="extract.pdf_pages_per_job of the split runs (default: the config's)")
     ap.add_argument("--also-pages-per-job", type=int, default=None,
                     help="also time split runs at this extract.pdf_pages_per_job, interleaved (row 'split_alt')")
+    ap.add_argument("--one-core", action="store_true",
+                    help="also time the split run pinned to one core (row 'split_1core'), interleaved, and project "
+                         "the wall time to more cores from the two (Amdahl: serial + parallel / cores)")
     ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "pdf_book.json")
     args = ap.parse_args()
     con = Console()
@@ -204,17 +232,18 @@ def main() -> None:
     load_before = os.getloadavg()
     con.print(f"{n_pages} pages, {book.stat().st_size:,} bytes; tokenizer {tok_origin}; load {load_before}")
 
-    order = ["bare", "split", "unsplit"] + (["split_alt"] if args.also_pages_per_job else [])
+    order = (["bare", "split", "unsplit"] + (["split_alt"] if args.also_pages_per_job else [])
+             + (["split_1core"] if args.one_core else []))
     runs = {k: [] for k in order}
     manifests = {k: [] for k in order if k != "bare"}
-    per_job = {"split": args.pages_per_job, "split_alt": args.also_pages_per_job}
+    per_job = {"split": args.pages_per_job, "split_alt": args.also_pages_per_job, "split_1core": args.pages_per_job}
     for rep in range(args.reps):
         for name in order[rep % len(order):] + order[:rep % len(order)]:
             if name == "bare":
                 runs["bare"].append(_wall([sys.executable, "-c", BARE, str(book)], "bare"))
             else:
                 wall, m = _ingest(book, work / f"corpus-{name}", tokenizer, args.workers, name != "unsplit",
-                                  per_job.get(name), name)
+                                  per_job.get(name), name, one_core=name == "split_1core")
                 runs[name].append(wall)
                 manifests[name].append(m)
         con.print(f"round {rep + 1}/{args.reps}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in runs.items()))
@@ -244,6 +273,10 @@ def main() -> None:
         "cpu_seconds": CPU, "cpu_seconds_median": {k: round(statistics.median(v), 3) for k, v in CPU.items()},
         "cpu_note": "user+sys of the process and the children it reaped: all of the bare loop; for bookft its "
                     "main process only (the forkserver's workers are reaped by the forkserver, not counted)",
+        "machine_cpu_seconds": MACHINE_CPU,
+        "machine_cpu_seconds_median": {k: round(statistics.median(v), 2) for k, v in MACHINE_CPU.items()},
+        "machine_cpu_note": "busy CPU seconds of the whole machine during each run (/proc/stat): every process of "
+                            "bookft (forkserver, workers) and anything else running then",
         "ratio_bare_over_bookft": round(med["bare"] / med["split"], 3),
         "ratio_bare_over_bookft_unsplit": round(med["bare"] / med["unsplit"], 3),
         # the host's speed drifts between rounds: the ratio within each round, then its median
@@ -257,6 +290,24 @@ def main() -> None:
         "tokenize_strategies_seconds": tok_cmp,
         "loadavg_before_after": [round(x, 2) for x in load_before + load_after],
     }
+    cores = len(os.sched_getaffinity(0))
+    if args.one_core and cores > 1:
+        # Amdahl from two measured points, T(n) = serial + parallel / n: a projection, not a measurement
+        t1, tn = med["split_1core"], med["split"]
+        par = (t1 - tn) * cores / (cores - 1)
+        ser = t1 - par
+        res["projection"] = {
+            "note": f"fitted to the medians on 1 and {cores} cores (T(n) = serial + parallel / n); a projection",
+            "serial_s": round(ser, 3), "parallel_s": round(par, 3),
+            "wall_s": {n: round(ser + par / n, 3) for n in (1, 2, 4, 8, 16)},
+            "ratio_bare_over_bookft": {n: round(med["bare"] / (ser + par / n), 3) for n in (1, 2, 4, 8, 16)},
+        }
+    if "split" in res["machine_cpu_seconds_median"] and cores > 1:
+        # no schedule on `cores` cores ends before its busy CPU seconds / cores
+        res["bound_on_this_machine"] = {
+            "split_machine_cpu_s": res["machine_cpu_seconds_median"]["split"], "cores": cores,
+            "wall_at_least_s": round(res["machine_cpu_seconds_median"]["split"] / cores, 3),
+            "ratio_at_most": round(med["bare"] / (res["machine_cpu_seconds_median"]["split"] / cores), 3)}
     tab = Table(title=f"one PDF book, whole process ({n_pages} pages, {res['chars']:,} chars, "
                       f"{res['tokens']:,} tokens)")
     tab.add_column("run")
@@ -268,12 +319,24 @@ def main() -> None:
     for name in manifests:
         ph = phases[name]
         label = (f"bookft ingest, {manifests[name][0]['work']['pdf_page_ranges']} page ranges" if name != "unsplit"
-                 else "bookft ingest, one job")
+                 else "bookft ingest, one job") + (" (1 core)" if name == "split_1core" else "")
         tab.add_row(label, f"{med[name]:.2f}", f"{med['bare'] / med[name]:.2f}",
                     ", ".join(f"{k} {v}" for k, v in ph.items() if k != "total"),
                     f"{res['ratio_per_round_median'][name]:.2f}")
     cpu = res["cpu_seconds_median"]
     tab.add_row("CPU s (main process): " + " / ".join(order), "", "", " / ".join(str(cpu.get(k)) for k in order))
+    mcpu = res["machine_cpu_seconds_median"]
+    if mcpu:
+        tab.add_row("machine CPU s: " + " / ".join(order), "", "", " / ".join(str(mcpu.get(k)) for k in order))
+    if "bound_on_this_machine" in res:
+        bnd = res["bound_on_this_machine"]
+        tab.add_row(f"bound on {bnd['cores']} cores (machine CPU s / cores)", f"{bnd['wall_at_least_s']:.2f}",
+                    f"<= {bnd['ratio_at_most']:.2f}", "")
+    if "projection" in res:
+        pr = res["projection"]
+        tab.add_row("projection (Amdahl, 1 and this many cores)", "", "",
+                    ", ".join(f"{n} cores {w:.2f} s ({pr['ratio_bare_over_bookft'][n]:.2f})"
+                              for n, w in pr["wall_s"].items()))
     tab.add_row("target", "", ">= 0.70", "")
     tab.add_row("split == unsplit data hash", str(res["same_data_hash_split_unsplit"]), "", res["data_hash"][:16])
     tab.add_row("tokenize: one call / threads / pool", "", "",

@@ -1,68 +1,40 @@
-"""The `bookft` command line: parse, load config, call one function per command.
+"""The `bookft` entry point (`bookft.cli:main`, `python -m bookft.cli`): the typer app is bookft/app.py.
 
-Each command lives in its own module of bookft/commands/ (the command layer: it composes the
-library layers below it, e.g. train with the eval probe), so this file stays a table.
+Light on purpose (the standard library only when imported): the extraction pool's workers run the
+main module again before their first task (multiprocessing's spawn preparation imports it as
+`__mp_main__`), so when the main module is this one, or the console script that imports it, a
+worker pays for what it imports. Typer, rich and every command module stay in bookft/app.py, which
+only `main()` imports; the forkserver preloads just the extraction jobs (bookft/ingest/pool.py).
+
+`main()` starts that forkserver first, before typer and the commands import and parse, when the raw
+arguments of `bookft ingest` name a source big enough to use the pool (`argv_may_use_pool`): the
+server's imports (pypdfium2, numpy, the extractors: ~0.2 s) take the core this process leaves idle.
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
-
-import typer
-from rich.console import Console
-from rich.markup import escape
-
-from bookft import __version__
-from bookft.errors import BookftError
-
-app = typer.Typer(
-    name="bookft",
-    help="Fine-tune open language models on book-length material with context-parallel attention.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-console = Console(stderr=True)
-
-
-@app.command()
-def version() -> None:
-    """Print the bookft version."""
-    print(__version__)
-
-
-# Help lists commands in this order; each module's register(app) adds its own.
-COMMAND_MODULES = (
-    "bookft.commands.ingest",
-    "bookft.commands.corpus",
-    "bookft.commands.train",
-    "bookft.commands.eval",
-    "bookft.commands.model",
-    "bookft.commands.plan",
-    "bookft.commands.pipelines",
-    "bookft.commands.launch",
-    "bookft.quickstart",
-)
-
-
-def _register() -> None:
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(app)
-
-
-_register()
 
 
 def main() -> None:
-    try:
-        app()
-    except BookftError as e:
-        console.print(f"[bold red]error:[/] {escape(str(e))}")  # escaped: messages hold brackets (bookft[ray])
-        sys.exit(2)
-    except KeyboardInterrupt:
-        console.print("[yellow]interrupted[/]")
-        sys.exit(130)
+    args = sys.argv[1:]
+    if len(args) > 1 and args[0] == "ingest":
+        from bookft.ingest.pool import argv_may_use_pool, prestart
+
+        if argv_may_use_pool(args[1:]):
+            prestart()
+    from bookft.app import run
+
+    run()
+
+
+def __getattr__(name: str):
+    """`from bookft.cli import app` (tests drive the typer app through CliRunner): bookft/app.py's objects."""
+    if name in ("app", "console", "run", "COMMAND_MODULES"):
+        from bookft import app as _app
+
+        return getattr(_app, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 if __name__ == "__main__":

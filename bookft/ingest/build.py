@@ -16,11 +16,11 @@ Design choices:
   batches go straight into the published shards. Memory is bounded by the largest single source
   (its extraction in a worker, its token arrays here), not by the corpus.
 - One big source uses every core (issue 18): a PDF of more than `extract.pdf_pages_per_job` pages
-  (default 300) is read as near-equal page ranges, each its own task in the same pool (local or
+  (default 100) is read as near-equal page ranges, each its own task in the same pool (local or
   Ray), whenever the pool has more than one worker (even under 16 MiB: the split is the point).
   Locally this process reads ranges too, from the end of the queue, starting while the pool's
   forkserver is still importing (`_pool_map(local=...)`), and a given tokenizer loads in a thread
-  meanwhile.
+  once the tasks are handed out (`_Build.start_tokenizer_load`).
   pdfium reads each range exactly as it reads the whole file; this process puts the pages back in
   order and runs the document-level steps on all of them (running headers/footers are found over
   every page; paragraphs run over page breaks), so the document, its cache entry (one per source,
@@ -168,8 +168,10 @@ def _map_tasks(b: _Build, tasks: list[tuple], workers: int):
     if b.cfg.engine == "ray":  # the same tasks as Ray Data tasks (bookft/ingest/ray_engine.py)
         from bookft.ingest.ray_engine import ray_map
 
+        b.start_tokenizer_load()
         return ray_map(run_task, [(t,) for t in tasks], b.cfg.workers, b.cfg.ray_address)
-    return _pool_map(run_task, [(t,) for t in tasks], workers, local=lambda i: tasks[i][0] == "pages")
+    return _pool_map(run_task, [(t,) for t in tasks], workers, local=lambda i: tasks[i][0] == "pages",
+                     on_start=b.start_tokenizer_load)
 
 
 def _previous_tokenizer(root: Path, cfg: IngestConfig):
@@ -216,7 +218,7 @@ class _Build:
     n_near: int = 0
     n_docs: int = 0
     tok: object = None
-    given_tokenizer: Future | None = None  # tokenizer.path, loading in a thread since the build began
+    given_tokenizer: Future | None = None  # tokenizer.path, loading in a thread since extraction began
     origin: str = "trained"
     fp: str = ""
     eos_id: int | None = None
@@ -234,6 +236,13 @@ class _Build:
     n_tok_total: int = 0
     plan: object = None
     info: dict = field(default_factory=dict)
+
+    def start_tokenizer_load(self) -> None:
+        """A given tokenizer (tokenizer.path) loads in a thread from here on (about 0.2 s of this process
+        for a 49k vocabulary, GIL held): called once the extraction tasks are handed out, so the pool
+        does not wait for it."""
+        if self.cfg.tokenizer.path and self.given_tokenizer is None:
+            self.given_tokenizer = _in_thread(load_tokenizer, self.cfg.tokenizer.path)
 
     @contextmanager
     def phase(self, name: str):
@@ -526,8 +535,6 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple] | Non
     b = _Build(cfg=cfg, progress=progress or NullProgress(), root=root, cache=SourceCache(root),
                loss_weights=loss_weights)
     _resolve(b, sources, unmixed)
-    if cfg.tokenizer.path:  # a given tokenizer loads (about 0.2 s for a 49k vocabulary) while extraction runs
-        b.given_tokenizer = _in_thread(load_tokenizer, cfg.tokenizer.path)
     with b.phase("extract"):
         _extract(b)
     _collect_entries(b)

@@ -212,3 +212,23 @@ def test_a_split_book_keeps_the_ranges_chunks(books, monkeypatch):
     got = pdf.pages_text(flat, {}, chunks=chunks)
     monkeypatch.undo()
     assert calls == [] and got == pdf.pages_text(flat, {})
+
+
+def test_the_command_line_starts_the_pool_before_parsing(tmp_path):
+    """`python -m bookft.cli ingest BIG.pdf` (a book big enough to be split): bookft/cli.py starts the
+    forkserver before typer imports; its workers run that module again (as __mp_main__) and must not
+    start anything of their own. The corpus is the one job's."""
+    import json
+    import subprocess
+    import sys
+
+    (tmp_path / "big.pdf").write_bytes(book_pdf("A Big Book", "Me", _paras(7, 1400), lines_per_page=40))
+    assert (tmp_path / "big.pdf").stat().st_size >= 100 * 512  # may_use_pool's threshold at the default
+    r = subprocess.run([sys.executable, "-m", "bookft.cli", "ingest", str(tmp_path / "big.pdf"), "-o",
+                        str(tmp_path / "cli"), "--set", "tokenizer.vocab_size=400", "--set", "packing.seq_len=256",
+                        "--set", "extract.pdf_pages_per_job=40", "--workers", "2"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    m = json.loads((tmp_path / "cli" / "current" / "manifest.json").read_text())
+    whole = build_corpus(_cfg(tmp_path / "whole", 0), sources=[(str(tmp_path / "big.pdf"), "auto", None)])
+    assert m["work"]["pdf_page_ranges"] >= 3 and m["data_hash"] == whole["data_hash"]
