@@ -39,10 +39,11 @@ def test_nope_layers_are_position_free_and_the_rest_keep_rope():
     mixed = init_model(CFG, seed=1)
     attend = make_attention("local", "xla", None, block_q=8, block_kv=8, load_balanced=False)
     np.testing.assert_allclose(_run(mixed, ids, attend=attend), _run(mixed, ids), rtol=1e-5, atol=1e-5)
-    # every layer NoPE: one scanned body, equal to the unrolled one
+    # every layer NoPE: one scanned body, equal to the unrolled one (float32: XLA fuses the two programs
+    # differently; on an AVX-512 host 2 of 1,536 logits differ by 1.9e-6, so atol is 1e-5 as above)
     every = init_model(dataclasses.replace(CFG, nope_layers=(0, 1)), seed=1)
     unrolled = init_model(dataclasses.replace(CFG, nope_layers=(0, 1), scan_layers=False), seed=1)
-    np.testing.assert_allclose(_run(unrolled, ids), _run(every, ids), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(_run(unrolled, ids), _run(every, ids), rtol=1e-5, atol=1e-5)
 
 
 def test_nope_greedy_decode_with_cache_equals_recompute():
