@@ -29,11 +29,11 @@ def main() -> None:
 
 
 def __getattr__(name: str):
-    """`from bookft.cli import app` (tests drive the typer app through CliRunner): bookft/app.py's objects."""
-    if name in ("app", "console", "run", "COMMAND_MODULES"):
-        from bookft import app as _app
+    """`from bookft.cli import app` (tests drive the typer app through CliRunner): bookft/app.py's app."""
+    if name == "app":
+        from bookft.app import app
 
-        return getattr(_app, name)
+        return app
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

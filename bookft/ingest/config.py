@@ -16,6 +16,7 @@ from typing import Literal
 
 from bookft.errors import ConfigError
 from bookft.ingest.mix_config import POLICIES, MixConfig, Policy, UpsampleLong  # issue 20: the mix
+from bookft.ingest.pool import PDF_PAGES_PER_JOB
 from bookft.ingest.retrieval_config import RetrievalConfig  # issue 9: synthesized retrieval examples
 
 ENGINES = ("local", "ray")  # where the per-source extraction jobs run (bookft/ingest/ray_engine.py)
@@ -102,7 +103,7 @@ class ExtractConfig:
     code_include_hidden: bool = False  # dot-files and dot-folders other than .git (never read)
     ocr: OcrConfig = field(default_factory=OcrConfig)  # off by default
     secrets: SecretsConfig = field(default_factory=SecretsConfig)
-    pdf_pages_per_job: int = 100  # a PDF of more pages is read as page ranges of this many, in parallel
+    pdf_pages_per_job: int = PDF_PAGES_PER_JOB  # a PDF of more pages is read as page ranges of this many, in parallel
     #   (build.py, issue 18), then reassembled: the same document as one job; 0 = never split. It only
     #   changes speed, so it is not part of the extraction cache key (sources.py `job_key`). 100 (about
     #   0.15 s of pdfium per range): enough ranges that the pool and the building process end together.

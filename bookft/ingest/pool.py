@@ -31,6 +31,7 @@ from queue import SimpleQueue
 
 IN_PROCESS_BYTES = 16 << 20  # extraction of less than this runs in the building process (build.py)
 SPLIT_MIN_BYTES_PER_PAGE = 512  # a PDF smaller than this per page of the split threshold is not split
+PDF_PAGES_PER_JOB = 100  # extract.pdf_pages_per_job's default (config.py): here too for the guess before config
 
 
 def context():
@@ -52,7 +53,7 @@ def prestart() -> None:
 
 
 def may_use_pool(paths: list[str], workers: int | None, engine: str | None,
-                 pages_per_job: int = 100) -> bool:
+                 pages_per_job: int = PDF_PAGES_PER_JOB) -> bool:
     """A cheap guess, before any config is read, that extraction will use the local pool: not Ray, not
     workers 0, and a PDF that may be split or sources of at least IN_PROCESS_BYTES."""
     if engine == "ray" or workers == 0 or not paths:
