@@ -1,28 +1,20 @@
-"""A small 5-field cron expression parser: validates a pipeline's `schedule` and computes its next run.
+"""A pipeline's `schedule`: a 5-field cron string, read here as Vixie cron reads it; croniter finds the runs.
 
 The scheduler itself is the system's (cron, a systemd timer, a Kubernetes CronJob; see
 pipelines/deploy/); bookft only checks that the string means what cron would read and shows the
-next run in `bookft pipeline list`.
-
-Grammar (Vixie cron / POSIX, the subset every scheduler agrees on):
-    MINUTE HOUR DAY-OF-MONTH MONTH DAY-OF-WEEK
-    field   = item ("," item)*                       lists
-    item    = ("*" | value | value "-" value) ["/" step]
-    minute 0-59, hour 0-23, day of month 1-31, month 1-12 or jan..dec,
-    day of week 0-7 (0 and 7 = Sunday) or sun..sat; names are case-insensitive.
-    `a/n` means a, a+n, ... up to the field's maximum (as Vixie cron).
-    Macros: @yearly (= @annually), @monthly, @weekly, @daily (= @midnight), @hourly.
-    When both day-of-month and day-of-week are restricted (neither starts with `*`), a day matches
-    if EITHER matches (the classic cron rule); otherwise both must.
-Rejected with a ConfigError naming the field: wrong field count, values out of range, reversed
-ranges, zero steps, unknown names, @reboot (meaningless for a refresh), and schedules that can
-never fire (e.g. `0 0 30 2 *`).
+next run in `bookft pipeline list`. Accepted: the subset every scheduler agrees on (`*`, values,
+`a-b`, `/step`, lists, month and weekday names, 7 = Sunday, @yearly ... @hourly), with Vixie's
+day rule: when neither day-of-month nor day-of-week starts with `*`, a day matches if EITHER does.
+Refused with a ConfigError naming the field: anything else (croniter's L, W, #, ?, H, 6-7
+fields), reversed ranges, zero steps, @reboot, and schedules that can never fire.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
+
+from croniter import CroniterBadDateError, croniter
 
 from bookft.errors import ConfigError
 
@@ -33,6 +25,7 @@ DAYS = {d: i for i, d in enumerate("sun mon tue wed thu fri sat".split())}
 # (name, lo, hi, names)
 FIELDS = (("minute", 0, 59, {}), ("hour", 0, 23, {}), ("day-of-month", 1, 31, {}),
           ("month", 1, 12, MONTHS), ("day-of-week", 0, 7, DAYS))
+FULL = (*(frozenset(range(lo, hi + 1)) for _, lo, hi, _ in FIELDS[:4]), frozenset(range(7)))  # 7 folded into 0
 
 
 @dataclass(frozen=True)
@@ -43,34 +36,25 @@ class CronSchedule:
     days: frozenset[int]
     months: frozenset[int]
     weekdays: frozenset[int]  # 0 = Sunday (7 folded into 0)
-    day_restricted: bool
-    weekday_restricted: bool
-
-    def matches_day(self, d: datetime) -> bool:
-        if d.month not in self.months:
-            return False
-        dom = d.day in self.days
-        dow = (d.isoweekday() % 7) in self.weekdays
-        if self.day_restricted and self.weekday_restricted:
-            return dom or dow
-        return dom and dow
+    day_or: bool  # neither day field starts with `*`: a day matches if either matches
 
     def next_run(self, after: datetime) -> datetime | None:
         """The first matching minute strictly after `after` (naive or aware; same tzinfo kept), or None
-        if there is none within 5 years (which only happens for schedules that never fire)."""
-        t = after.replace(second=0, microsecond=0) + timedelta(minutes=1)
-        day = t.replace(hour=0, minute=0)
-        for _ in range(366 * 5 + 2):
-            if self.matches_day(day):
-                for h in sorted(self.hours):
-                    for m in sorted(self.minutes):
-                        cand = day.replace(hour=h, minute=m)
-                        if cand >= t:
-                            return cand
-            day = (day + timedelta(days=1)).replace(hour=0, minute=0)
-        return None
+        if croniter finds none within 50 years (only schedules that never fire, which parse_cron refuses)."""
+        sets = [self.minutes, self.hours, self.days, self.months, self.weekdays]
+        if self.day_or and (self.days == FULL[2] or self.weekdays == FULL[4]):
+            sets[2], sets[4] = FULL[2], FULL[4]  # either day matches, one always does; croniter would AND
+        text = " ".join("*" if s == f else ",".join(map(str, sorted(s))) for s, f in zip(sets, FULL, strict=True))
+        try:
+            return croniter(text, after, ret_type=datetime, day_or=self.day_or).get_next()
+        except CroniterBadDateError:
+            return None
 
 
+# Parsing stays here, croniter only iterates the expanded sets: croniter accepts more than every
+# scheduler reads (L, W, #, ?, H, 6-7 fields), its messages name neither field nor value, and
+# croniter 7.0 misreads some plain Vixie fields: `12-12/2` as every 2 hours, `jul-7` as every
+# month, a reversed range `5-1` wrapped round.
 def _value(tok: str, name: str, lo: int, hi: int, names: dict[str, int], expr: str) -> int:
     low = tok.lower()
     if low in names:
@@ -126,9 +110,8 @@ def parse_cron(expr: str) -> CronSchedule:
         raise ConfigError(f"schedule {expr!r}: expected 5 fields (minute hour day-of-month month "
                           f"day-of-week), got {len(parts)}; e.g. '17 3 * * *'")
     sets = [_field(p, *spec, expr=expr) for p, spec in zip(parts, FIELDS, strict=True)]
-    weekdays = frozenset(d % 7 for d in sets[4])
-    sched = CronSchedule(expr, frozenset(sets[0]), frozenset(sets[1]), frozenset(sets[2]), frozenset(sets[3]),
-                         weekdays, not parts[2].startswith("*"), not parts[4].startswith("*"))
+    sched = CronSchedule(expr, *map(frozenset, sets[:4]), frozenset(d % 7 for d in sets[4]),
+                         day_or=not (parts[2].startswith("*") or parts[4].startswith("*")))
     if sched.next_run(datetime(2026, 1, 1)) is None:
         raise ConfigError(f"schedule {expr!r}: never fires (no such day, e.g. 30 February)")
     return sched
