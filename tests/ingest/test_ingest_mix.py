@@ -217,14 +217,14 @@ def test_synthesized_retrieval_examples_stay_outside_the_mix(tmp_path, monkeypat
     assert len(texts) == len(docs) - len(synth) - 1 and docs[held]["text"] not in texts
 
 
-def test_the_readme_example_is_a_valid_corpus_definition():
+def test_the_documented_mix_example_is_a_valid_corpus_definition():
     import re
     from pathlib import Path
 
     import yaml
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    block = re.search(r"### The mix.*?```yaml\n(.*?)```", readme, re.S).group(1)
+    page = (Path(__file__).resolve().parents[2] / "docs" / "ingest.md").read_text()
+    block = re.search(r"^## The mix.*?```yaml\n(.*?)```", page, re.S | re.M).group(1)
     cfg = from_dict(IngestConfig, yaml.safe_load(block))
     assert [s.label for s in cfg.sources] == ["books", "code", "short", "papers"]
     assert cfg.mix.short_source == "short" and cfg.sources[0].upsample_long.factor == 2
