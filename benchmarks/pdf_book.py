@@ -1,4 +1,4 @@
-"""One big PDF book (issue 18): `bookft ingest --tokenizer DIR` on a ~1,000-page book, whole process,
+"""One big PDF book: `bookft ingest --tokenizer DIR` on a ~1,000-page book, whole process,
 against a bare pypdfium2 text loop over the same file, also whole process.
 
 Runs, interleaved A/B/C `--reps` times (the order rotates each round, so machine load falls on all
@@ -7,7 +7,7 @@ three alike), each a fresh interpreter timed by wall clock:
   split    bookft ingest BOOK -o FRESH --tokenizer DIR   (extract.pdf_pages_per_job default: split)
   split_1core  the same pinned to one core (--one-core), for a projection to more cores
   unsplit  the same with --set extract.pdf_pages_per_job=0 (one job for the file)
-Reports medians, the ratio bare / bookft (the issue's target: >= 0.7), bookft's phases from its
+Reports medians, the ratio bare / bookft (the target: >= 0.7), bookft's phases from its
 manifest (extract, tokenize, write, ...) and what is left of the wall time besides them (interpreter
 start, imports, the command line, the summary), whether split and unsplit give the same data hash,
 and a tokenizer strategy comparison on the book's text: the batch encoder's own threads in one call
@@ -273,12 +273,8 @@ def main() -> None:
         "pdf_pages_per_job": m0["config"]["extract"]["pdf_pages_per_job"],
         "seconds": runs, "median_seconds": med,
         "cpu_seconds": CPU, "cpu_seconds_median": {k: round(statistics.median(v), 3) for k, v in CPU.items()},
-        "cpu_note": "user+sys of the process and the children it reaped: all of the bare loop; for bookft its "
-                    "main process only (the forkserver's workers are reaped by the forkserver, not counted)",
         "machine_cpu_seconds": MACHINE_CPU,
         "machine_cpu_seconds_median": {k: round(statistics.median(v), 2) for k, v in MACHINE_CPU.items()},
-        "machine_cpu_note": "busy CPU seconds of the whole machine during each run (/proc/stat): every process of "
-                            "bookft (forkserver, workers) and anything else running then",
         "ratio_bare_over_bookft": round(med["bare"] / med["split"], 3),
         "ratio_bare_over_bookft_unsplit": round(med["bare"] / med["unsplit"], 3),
         # the host's speed drifts between rounds: the ratio within each round, then its median
@@ -299,7 +295,6 @@ def main() -> None:
         par = (t1 - tn) * cores / (cores - 1)
         ser = t1 - par
         res["projection"] = {
-            "note": f"fitted to the medians on 1 and {cores} cores (T(n) = serial + parallel / n); a projection",
             "serial_s": round(ser, 3), "parallel_s": round(par, 3),
             "wall_s": {n: round(ser + par / n, 3) for n in (1, 2, 4, 8, 16)},
             "ratio_bare_over_bookft": {n: round(med["bare"] / (ser + par / n), 3) for n in (1, 2, 4, 8, 16)},

@@ -20,17 +20,6 @@ from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results" / "train.json"
 PLAN_RESULTS = RESULTS.parent / "plan.json"
-AOT_NOTES = ("AOT compile of the full train step (bookft.plan: same model, splash attention, chunked loss, AdamW, "
-             "FSDP shardings) for the topology with libtpu on this 2-core CPU host, every compile at nice 19 on a "
-             "machine shared with other jobs (load average per row). compile_s / wall_s are wall-clock and mostly "
-             "measure the other jobs; cpu_s (getrusage user+sys of this process over lowering + compile) is the "
-             "figure to compare with a 'compiles in under 5 minutes' target. peak_gib = arguments + outputs - "
-             "donated + temporaries + code per chip (XLA memory_analysis), v5p capacity 95.73 GB = 89.2 GiB. "
-             "source: 'compiled' here, or 'plan.json' = the same program (same config knobs, train-step code "
-             "unchanged since the row's commit) compiled by benchmarks/plan.py. remat 'offload' (dot outputs to "
-             "host) with the presets' MLP chunks is refused by XLA:TPU (UNIMPLEMENTED: async slice in more than "
-             "one dimension) in about 10 s: a 'not applicable' row; session 1 compiled it without MLP chunks "
-             "(ring 1M: 18.7 GiB). 'does not fit' rows are the compiler's own out-of-memory answer.")
 
 CELL = r"""
 import json, os, sys, time
@@ -95,7 +84,6 @@ def aot_cells(result, seq_lens, strategies, remats, topology, config, overrides)
     topo = parse_topology(topology)
     devices = None
     plan_rows = json.loads(PLAN_RESULTS.read_text()).get("cells", []) if PLAN_RESULTS.is_file() else []
-    result["aot_notes"] = AOT_NOTES
     rows = {cell_key(r): r for r in result.get("aot", [])}
     for n in seq_lens:
         for r in remats:
