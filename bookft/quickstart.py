@@ -54,7 +54,7 @@ def run_quickstart(*, corpus_yaml: str | Path | None = None, config: str | Path 
     import shutil
 
     from bookft.config import load
-    from bookft.ingest.build import build_corpus
+    from bookft.ingest.corpus_build import build_corpus
     from bookft.ingest.config import IngestConfig
     from bookft.ingest.progress import RichProgress
     from bookft.ingest.sample import default_corpus_yaml
@@ -71,12 +71,7 @@ def run_quickstart(*, corpus_yaml: str | Path | None = None, config: str | Path 
     icfg = load(IngestConfig, corpus_yaml or default_corpus_yaml(), list(ingest_overrides or []))
     bar = RichProgress(console) if progress else None
     try:
-        if icfg.retrieval.rate > 0:
-            from bookft.ingest.example_build import build_with_retrieval
-
-            manifest = build_with_retrieval(icfg, bar)
-        else:
-            manifest = build_corpus(icfg, bar)
+        manifest = build_corpus(icfg, bar)
     finally:
         if bar is not None:
             bar.stop()

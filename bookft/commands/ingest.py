@@ -80,8 +80,8 @@ def register(app: typer.Typer) -> None:
 
         if may_use_pool(sources or [], workers, engine):
             prestart()  # the pool's forkserver imports while this process imports the build and reads config
-        from bookft.ingest.build import build_corpus
         from bookft.ingest.config import IngestConfig
+        from bookft.ingest.corpus_build import build_corpus
         from bookft.ingest.sample import default_corpus_yaml
         from bookft.ingest.sources import KINDS
 
@@ -104,12 +104,7 @@ def register(app: typer.Typer) -> None:
         cli_sources = [(s, kind, None, pdf_password) if pdf_password else (s, kind, None) for s in sources or []]
         progress = RichProgress(console)
         try:
-            if cfg.retrieval.rate > 0:  # issue 9: plain corpus, then synthesized retrieval examples
-                from bookft.ingest.example_build import build_with_retrieval
-
-                m = build_with_retrieval(cfg, progress, sources=cli_sources)
-            else:
-                m = build_corpus(cfg, progress, sources=cli_sources)
+            m = build_corpus(cfg, progress, sources=cli_sources)
         finally:
             progress.stop()
         console.print(summary_table(m))

@@ -15,7 +15,8 @@ def train_command(
     corpus: Annotated[str | None, typer.Option(help="Corpus directory from `bookft ingest`.")] = None,
     model: Annotated[Path | None, typer.Option(help="Hugging Face model folder to fine-tune.")] = None,
     run_dir: Annotated[Path | None, typer.Option(help="Run directory (default runs/<name>); resumes if it has checkpoints.")] = None,
-    steps: Annotated[int | None, typer.Option(help="Total optimizer steps (larger than before = continue).")] = None,
+    steps: Annotated[int | None, typer.Option(help="Steps in all, gated stages included (larger than a finished run's = continue it, the last stage extended).")] = None,
+    corpus_version: Annotated[str | None, typer.Option("--corpus-version", help="latest | N: move a resumed run to another version of its corpus (default: the version it started on).")] = None,
     strategy: Annotated[str | None, typer.Option(help="auto | allgather | ulysses | ring | usp | local (auto: chosen from heads, KV heads and the context degree, and said why)")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config key: a.b=value (repeatable).")] = None,
 ) -> None:
@@ -28,8 +29,8 @@ def train_command(
     overrides = list(set_ or [])
     if corpus:
         overrides.append(f"data.corpus={corpus}")
-    if steps is not None:
-        overrides.append(f"train.steps={steps}")
+    if steps is not None and steps < 0:
+        raise TrainError(f"--steps {steps}: a number of steps, >= 0")
     if strategy:
         overrides.append(f"attention.strategy={strategy}")
     cfg = load_run_config(config, overrides)
@@ -50,7 +51,8 @@ def train_command(
 
     with TrainProgress(console, cfg.train.steps) as progress:
         result = train(cfg, run_dir=run, model_path=model, progress=progress.update, hooks=probe_hooks(cfg),
-                       announce=lambda why: console.print(f"[cyan]attention[/]: {why}"))
+                       steps=steps, corpus_version=corpus_version, announce=lambda line: console.print(
+                           "[cyan]{}[/]:{}".format(*line.split(":", 1))))
     if result.interrupted:
         console.print(f"[yellow]stopped by signal at step {result.step}; checkpoint saved in {run}/checkpoints")
         raise typer.Exit(143)
@@ -58,6 +60,10 @@ def train_command(
         return
     if not result.losses and result.step == 0:
         raise TrainError("no steps were run (train.steps is 0)")
+    if not result.losses:
+        console.print(f"nothing trained: the run is at step {result.step} already, its end; "
+                      f"checkpoints in {run}/checkpoints (--steps N continues it to N)")
+        return
     last = result.losses.get(result.step)
     console.print(f"[green]done[/]: step {result.step}" + (f", loss {last:.4f}" if last is not None else "")
                   + f"; checkpoints in {run}/checkpoints, metrics in {run}/metrics.jsonl")

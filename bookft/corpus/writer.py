@@ -38,11 +38,12 @@ def seq_schema(with_weights: bool) -> pa.Schema:
 
 
 def write_version(staged: Path, plan: PackPlan, tokens: np.ndarray, doc_off: np.ndarray, doc_coll: list[int],
-                  docs, segments: str, pad_id: int, progress, weights=None) -> dict:
+                  docs, segments: str, pad_id: int, progress, weights=None, kind_of=None) -> dict:
     """Write staged/documents and staged/sequences; returns {chars, per_kind, data_hash}.
 
     docs: iterable of (source index, Document) in document order; weights(d, start, end) -> float32
-    array or None gives per-token loss weights for document d.
+    array or None gives per-token loss weights for document d. kind_of(document) -> the kind it is
+    counted under in per_kind (default: its `kind` column).
     """
     h = hashlib.sha256()
     per_kind: dict[str, dict[str, int]] = defaultdict(lambda: {"documents": 0, "chars": 0, "tokens": 0})
@@ -61,7 +62,7 @@ def write_version(staged: Path, plan: PackPlan, tokens: np.ndarray, doc_off: np.
             buf[k].append(v)
         size += len(doc.text)
         chars += len(doc.text)
-        pk = per_kind[doc.kind]
+        pk = per_kind[doc.kind if kind_of is None else kind_of(doc)]
         pk["documents"] += 1
         pk["chars"] += len(doc.text)
         pk["tokens"] += n_tok

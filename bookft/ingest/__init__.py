@@ -8,7 +8,7 @@ from bookft._lazy import lazy
 
 # public name -> defining module, imported on first use (bookft/_lazy.py)
 __getattr__, __dir__, __all__ = lazy(__name__, {
-    "bookft.ingest.build": ["build_corpus"],
+    "bookft.ingest.corpus_build": ["build_corpus"],
     "bookft.ingest.config": ["IngestConfig"],
     "bookft.ingest.sources": ["ExtractJob", "extract", "resolve_sources"],
     "bookft.ingest.tokenize": ["load_tokenizer", "train_bpe"],

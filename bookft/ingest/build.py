@@ -60,6 +60,7 @@ from bookft.errors import IngestError
 from bookft.ingest.cache import SourceCache
 from bookft.ingest.config import IngestConfig
 from bookft.ingest.documents import Document
+from bookft.ingest.examples import MARK, SYNTHESIZED
 from bookft.ingest.jobs import extract_to_cache, run_task
 from bookft.ingest.manifest import build_manifest
 from bookft.ingest.mix import mixing, plan_mix
@@ -197,6 +198,7 @@ class _Build:
     root: Path
     cache: SourceCache
     loss_weights: LossWeightsFn | None
+    fixed_tokenizer: tuple | None = None  # (tokenizer, origin) used as it is (build_pass's `tokenizer`)
     timings: dict[str, float] = field(default_factory=dict)
     cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds of this process (workers not included)
     specs: list = field(default_factory=list)
@@ -385,7 +387,9 @@ def _tokenizer(b: _Build) -> None:
     """The tokenizer: given (tokenizer.path), reused from the current version, or trained on the kept text."""
     tc = b.cfg.tokenizer
     tok = None
-    if tc.path:
+    if b.fixed_tokenizer is not None:
+        tok, b.origin = b.fixed_tokenizer
+    elif tc.path:
         tok = b.given_tokenizer.result() if b.given_tokenizer is not None else load_tokenizer(tc.path)
         b.origin = str(tc.path)
     elif not tc.retrain:
@@ -482,6 +486,12 @@ def _pack(b: _Build, tokens: FlatFile, doc_off_a: np.ndarray) -> None:
     b.progress.end()
 
 
+def manifest_kind(doc: Document) -> str:
+    """The kind a document is counted under in the manifest: a synthesized training example is a kind
+    of its own (SYNTHESIZED), whatever file format carried it."""
+    return SYNTHESIZED if MARK in (doc.meta or {}) else doc.kind
+
+
 def _write(b: _Build, tokens: FlatFile, doc_off_a: np.ndarray) -> None:
     """The sequences (streamed Arrow shards) and the tokenizer into the staging folder."""
     staged, tc = b.staged, b.cfg.tokenizer
@@ -491,7 +501,7 @@ def _write(b: _Build, tokens: FlatFile, doc_off_a: np.ndarray) -> None:
         wmm = FlatFile(b.w_file, np.float32)
         weights = lambda d, s, e: wmm[doc_off_a[d] + s: doc_off_a[d] + e]
     b.info = write_version(staged, b.plan, tokens, doc_off_a, b.doc_coll, b.kept_docs(), b.cfg.packing.segments,
-                           b.pad_id, b.progress, weights=weights)
+                           b.pad_id, b.progress, weights=weights, kind_of=manifest_kind)
     if b.loss_weights is not None:
         wmm.close()
         b.w_file.unlink()
@@ -506,21 +516,26 @@ def _write(b: _Build, tokens: FlatFile, doc_off_a: np.ndarray) -> None:
                 (staged / "tokenizer" / extra).write_bytes((Path(tc.path) / extra).read_bytes())
 
 
-def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple] | None = None,
-                 unmixed: list[tuple] | None = None, loss_weights: LossWeightsFn | None = None,
-                 before_publish: Callable[[Path, dict], bool] | None = None) -> dict:
-    """Build and publish a new corpus version in `cfg.out`; returns its manifest. Raises IngestError if
-    nothing could be ingested.
+def build_pass(cfg: IngestConfig, progress=None, *, sources: list[tuple] | None = None,
+               unmixed: list[tuple] | None = None, loss_weights: LossWeightsFn | None = None,
+               tokenizer=None, before_publish: Callable[[Path, dict], bool] | None = None) -> dict:
+    """One pass of the build: a new corpus version in `cfg.out`, published unless `before_publish` says
+    no; returns its manifest. Raises IngestError if nothing could be ingested. `build_corpus`
+    (ingest/corpus_build.py) is the whole build: this pass, plus the synthesis phase when the
+    definition asks for training examples.
 
     sources: [(path, kind, collection)] or [(path, kind, collection, pdf_password)] besides cfg.sources.
     unmixed: sources like those, that a mix (ingest/mix.py) packs once each, whole, outside its shares
     (the synthesized retrieval examples, whose share is retrieval.rate); without a mix, plain sources.
 
     loss_weights(document, token_ids int32 [n]) -> float32 [n] or None (= all 1.0): the hook for
-    synthesized retrieval examples (issue 9); when given, sequences carry a `loss_weights` column.
+    synthesized retrieval examples; when given, sequences carry a `loss_weights` column.
+
+    tokenizer: (tokenizers.Tokenizer, origin) to use as it is (the synthesis phase's second pass keeps
+    the first pass's tokenizer), instead of the configured or trained one.
 
     before_publish(staged_dir, manifest) -> bool: called when the new version is complete in its staging
-    folder, before the rename (refresh pipelines validate here, issue 7). False discards it (the returned
+    folder, before the rename (refresh pipelines validate here). False discards it (the returned
     manifest then has `path` None); an exception discards it and propagates.
     """
     t0 = time.perf_counter()
@@ -533,7 +548,7 @@ def build_corpus(cfg: IngestConfig, progress=None, *, sources: list[tuple] | Non
     root.mkdir(parents=True, exist_ok=True)
     clean_stale(root)
     b = _Build(cfg=cfg, progress=progress or NullProgress(), root=root, cache=SourceCache(root),
-               loss_weights=loss_weights)
+               loss_weights=loss_weights, fixed_tokenizer=tokenizer)
     _resolve(b, sources, unmixed)
     with b.phase("extract"):
         _extract(b)

@@ -24,10 +24,10 @@ Design choices:
   distances (what lets a tiny model find the copy at all in its first stage); `ask_from` keeps
   them in the last part of the span after the fact, so the first one still asks from far away.
 - The answers' token spans travel in the JSON line (`bookft_retrieval`: length, spans), and
-  `loss_weights_fn` (bookft.ingest.example_build) turns it into per-token weights (answer_weight on
-  the answer, context_weight on the rest) through build_corpus's loss_weights hook.
+  `loss_weights_fn` (bookft.ingest.corpus_build) turns it into per-token weights (answer_weight on
+  the answer, context_weight on the rest) through build_pass's loss_weights hook.
 - This module makes one example; bookft.ingest.example_writer writes sequences of them to files in
-  a worker pool, and bookft.ingest.example_build wraps the corpus build around them.
+  a worker pool, and bookft.ingest.corpus_build runs them as a phase of the corpus build.
 - Deterministic: everything is drawn from numpy generators seeded by (seed, sequence index).
 """
 
@@ -44,6 +44,7 @@ from bookft.ingest.retrieval_config import RetrievalConfig
 from bookft.ingest.tokencount import Words, counter
 
 MARK = "bookft_retrieval"  # JSON field (document meta) holding the answer's [start, end) characters
+SYNTHESIZED = "synthesized"  # the kind synthesized examples are counted under (manifest per_kind)
 PASSAGE_INSTRUCTION = ("Read the following text carefully. I will ask you to complete one of its "
                        "sentences afterwards.\n")
 CODE_INSTRUCTION = "Read the following code. I will ask you for the signature of one of its functions.\n"

@@ -20,6 +20,7 @@ def build_manifest(b) -> dict:
     capacity = len(plan.sequences) * seq_len
     n_tok_total = b.n_tok_total
     packed = plan.n_tokens  # the documents' tokens, unless a mix drew, cut or held some out
+    unmixed = set(b.unmixed)
     return {
         "format": "bookft-corpus/1",
         "name": cfg.name,
@@ -53,7 +54,8 @@ def build_manifest(b) -> dict:
         "cpu_seconds": {k: round(v, 3) for k, v in b.cpu.items()},
         "config": json.loads(json.dumps(asdict(cfg), default=str)),
         "sources": b.entries,
-        "source_hashes": {job.path: b.hashes[i] for i, job in enumerate(b.jobs)},  # per job, for refresh diffs
+        # per job, for refresh diffs: the definition's sources, not the files the synthesis phase wrote
+        "source_hashes": {job.path: b.hashes[i] for i, job in enumerate(b.jobs) if b.job_label[i] not in unmixed},
         "duplicates": b.duplicates,
         "mix": b.mix,
         "document_sources": _runs(b.doc_label),  # [[source name, documents], ...] in document order

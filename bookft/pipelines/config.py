@@ -64,6 +64,9 @@ class ValidateConfig:
     allow_tokenizer_change: bool = False  # fail if the new version's tokenizer differs from current's
     min_documents: int = 1
     min_sequences: int = 1
+    # kinds of data (manifest per_kind: pdf, code, legal, synthesized, ...) the new version may lose
+    # entirely although the current version has them; [] = refuse any such loss
+    allow_lost_kinds: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

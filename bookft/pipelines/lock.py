@@ -1,4 +1,4 @@
-"""The refresh lock (one refresh per corpus at a time) and reader leases (a reader keeps its version).
+"""The refresh lock: one refresh per corpus at a time (reader leases: bookft/corpus/lease.py).
 
 Design choices:
 - The lock is `fcntl.flock` on CORPUS_DIR/runs/lock. The kernel drops it when the holder dies
@@ -6,12 +6,6 @@ Design choices:
   and logs the previous holder it replaced. The file's text (pid, host, pipeline, start time) only
   serves the "locked by ..." message. flock works on local filesystems and NFSv4; on a shared
   volume (Kubernetes) also set `concurrencyPolicy: Forbid` (see pipelines/deploy/).
-- A reader lease is a file CORPUS_DIR/leases/NNNN@HOST@PID. Pruning never deletes a leased
-  version while the lease's process is alive (same host: checked with kill(pid, 0)); a lease from
-  another host counts until it is older than `lease_ttl_s` (the holder should touch it, see
-  `Lease.refresh`). Without a lease, a reader that already opened a version keeps reading it even
-  if it is pruned (POSIX keeps unlinked, memory-mapped files alive), and `retention` keeps the last
-  N versions for readers that reopen.
 """
 
 from __future__ import annotations
@@ -24,9 +18,10 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bookft.corpus.lease import Lease, leased_versions
 from bookft.errors import PipelineError
 
-LEASE_TTL_S = 7 * 24 * 3600
+__all__ = ["Lease", "Locked", "RunLock", "leased_versions"]
 
 
 class Locked(PipelineError):
@@ -80,70 +75,3 @@ class RunLock:
             fcntl.flock(self.fd, fcntl.LOCK_UN)
             os.close(self.fd)
             self.fd = None
-
-
-class Lease:
-    """`with Lease(corpus_dir) as version_dir: corpus = open_corpus(version_dir)`: pin the version `current`
-    points to now, so that pruning keeps it until the lease is released."""
-
-    def __init__(self, corpus_dir: str | Path) -> None:
-        self.root = Path(corpus_dir)
-        self.file: Path | None = None
-
-    def __enter__(self) -> Path:
-        version = Path(os.path.realpath(self.root / "current"))
-        if not version.is_dir():
-            raise PipelineError(f"{self.root}: no current version to lease")
-        d = self.root / "leases"
-        d.mkdir(exist_ok=True)
-        self.file = d / f"{version.name}@{socket.gethostname()}@{os.getpid()}"
-        self.file.write_text(datetime.now(UTC).isoformat(timespec="seconds") + "\n")
-        if not version.is_dir():  # pruned between resolving and leasing: take the new current
-            self.release()
-            return self.__enter__()
-        return version
-
-    def refresh(self) -> None:
-        if self.file is not None:
-            os.utime(self.file)
-
-    def release(self) -> None:
-        if self.file is not None:
-            self.file.unlink(missing_ok=True)
-            self.file = None
-
-    def __exit__(self, *exc) -> None:
-        self.release()
-
-
-def leased_versions(corpus_dir: Path, ttl_s: float = LEASE_TTL_S) -> set[str]:
-    """Version names (NNNN) with a live lease; dead same-host leases are removed."""
-    d = Path(corpus_dir) / "leases"
-    out: set[str] = set()
-    if not d.is_dir():
-        return out
-    me = socket.gethostname()
-    for f in d.iterdir():
-        parts = f.name.split("@")
-        if len(parts) != 3 or not parts[2].isdigit():
-            continue
-        version, host, pid = parts[0], parts[1], int(parts[2])
-        if host == me:
-            try:
-                os.kill(pid, 0)
-                alive = True
-            except ProcessLookupError:
-                alive = False
-            except PermissionError:
-                alive = True
-            if not alive:
-                f.unlink(missing_ok=True)
-                continue
-        else:
-            try:
-                if time.time() - f.stat().st_mtime > ttl_s:
-                    continue
-            except OSError:
-                continue
-        out.add(version)
-    return out

@@ -5,7 +5,9 @@ Order of a run (each step's failure is reported with the exit code below):
     take the corpus lock (runs/lock, flock)       -> 3 when another refresh holds it (or wait: --wait)
     plan: resolve sources, content hashes, diff   -> nothing changed: publish nothing, exit 0
     build_corpus with the extraction/token caches (only added/changed sources are extracted, by the
-    local pool or, with `engine: ray`, as Ray Data tasks: bookft/ingest/ray_engine.py)
+    local pool or, with `engine: ray`, as Ray Data tasks: bookft/ingest/ray_engine.py), the
+    synthesized training examples included when the definition asks for them (the same build as
+    `bookft ingest`: ingest/corpus_build.py)
     validate the staged version (bookft.pipelines.validate) -> 1, nothing published
     same data as current (data hash, tokenizer, seq_len)? discard it: exit 0, nothing published
     publish: rename versions/.tmp-* -> versions/NNNN, switch `current` by rename (in build_corpus)
@@ -21,9 +23,9 @@ Exit codes (for schedulers to alert on):
 A kill -9 at any point leaves `current` on the previous version (build_corpus writes aside and
 renames); the next run takes over the lock and reuses every cached extraction.
 
-Test hook: BOOKFT_TEST_CRASH_AT=extract|pack|write|publish|prune makes the run os._exit(137) at
-that point (after the first fresh extraction, before packing, mid-write, just before the rename,
-after the rename but before pruning).
+Test hook: BOOKFT_TEST_CRASH_AT=extract|pack|write|synthesize|publish|prune makes the run
+os._exit(137) at that point (after the first fresh extraction, before packing, mid-write, after the
+first batch of synthesized examples, just before the rename, after the rename but before pruning).
 """
 
 from __future__ import annotations
@@ -76,6 +78,8 @@ class RunProgress:
             crash_point("extract")
         if self.phase == "write" and self.calls == 1:
             crash_point("write")
+        if self.phase == "synthesize" and self.calls == 1:
+            crash_point("synthesize")
 
     def end(self) -> None:
         if self.inner is not None:
@@ -168,7 +172,7 @@ def refresh(p: PipelineConfig, icfg, record: dict, progress=None) -> int:
         crash_point("publish")
         return True
 
-    from bookft.ingest.build import build_corpus
+    from bookft.ingest.corpus_build import build_corpus
 
     m = build_corpus(icfg, RunProgress(progress), before_publish=before_publish)
     failed = _failed_sources(m["sources"])

@@ -3,8 +3,10 @@
 Checked, with the problem named: the manifest's counts against the data on disk (documents,
 sequences, tokens), every sequence exactly seq_len tokens and none empty, no zero-length piece, the
 tokenizer file's fingerprint against the manifest's, the tokenizer unchanged from `current`'s
-unless allowed, and the configured minimum documents / sequences. The staged version is then
-opened with the ordinary reader and its first and last sequences read.
+unless allowed, the configured minimum documents / sequences, and that no kind of data the current
+version has (manifest per_kind: pdf, code, legal, synthesized, ...) is lost entirely unless
+`validate.allow_lost_kinds` names it. The staged version is then opened with the ordinary reader
+and its first and last sequences read.
 """
 
 from __future__ import annotations
@@ -23,6 +25,20 @@ def _tables(folder: Path) -> list[pa.Table]:
     state = json.loads((folder / "state.json").read_text())
     return [pa.ipc.open_stream(pa.memory_map(str(folder / f["filename"]), "r")).read_all()
             for f in state["_data_files"]]
+
+
+def _lost_kinds(manifest: dict, previous: dict | None, vc: ValidateConfig) -> list[str]:
+    """Kinds the current version has documents of and the new one has none of (not allowed by config)."""
+    if previous is None:
+        return []
+    had = {k: v["documents"] for k, v in (previous.get("per_kind") or {}).items() if v.get("documents")}
+    now = {k for k, v in (manifest.get("per_kind") or {}).items() if v.get("documents")}
+    lost = sorted(k for k in had if k not in now and k not in vc.allow_lost_kinds)
+    if not lost:
+        return []
+    what = ", ".join(f"every {k} document ({had[k]:,} in version {previous.get('version')})" for k in lost)
+    return [f"the new version would lose {what}; if intended, set validate.allow_lost_kinds: "
+            f"[{', '.join(lost)}]"]
 
 
 def validate_version(staged: Path, manifest: dict, previous: dict | None, vc: ValidateConfig) -> dict:
@@ -66,6 +82,7 @@ def validate_version(staged: Path, manifest: dict, previous: dict | None, vc: Va
         problems.append(f"tokenizer fingerprint changed from current version {previous.get('version')} "
                         f"({previous['tokenizer']['fingerprint'][:12]} -> {fp[:12]}); checkpoints trained on "
                         "it would not match; set validate.allow_tokenizer_change: true if intended")
+    problems += _lost_kinds(manifest, previous, vc)
     if not problems:
         corpus = open_corpus(staged)
         for i in {0, len(corpus) - 1}:

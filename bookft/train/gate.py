@@ -51,6 +51,16 @@ def with_stage_steps(cfg: RunConfig, steps: list[int]) -> RunConfig:
     return dataclasses.replace(cfg, train=train)
 
 
+def with_total_steps(cfg: RunConfig, steps: int) -> RunConfig:
+    """`cfg` running exactly `steps` steps in all: train.steps becomes `steps`, and a curriculum whose
+    stages end before it has its last stage extended to reach it (the schedule follows)."""
+    stages = cfg.train.curriculum
+    end = sum(s.steps for s in stages)
+    if stages and end < steps:
+        stages = (*stages[:-1], dataclasses.replace(stages[-1], steps=stages[-1].steps + steps - end))
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=steps, curriculum=stages))
+
+
 def gate_length(stage_len: int, metrics: dict) -> str | None:
     """The probe key a stage of `stage_len` tokens is gated on (None when the row has no probe)."""
     lengths = sorted(int(k[6:]) for k in metrics if k.startswith("probe/") and k[6:].isdigit())

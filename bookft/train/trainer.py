@@ -12,8 +12,12 @@ Design choices:
   run the built-in hooks, in this order: the gated-stage check (gate.py), the metrics log, the
   progress callback, preemption, periodic checkpoints.
 - Resume is automatic: a run directory with checkpoints continues from the newest readable one
-  (data position = step), so `--steps` larger than before continues the run, and a killed run
-  rerun with the same arguments gives the same losses and parameters.
+  (data position = step), on the corpus version the run started on (train/corpus_pin.py), so a
+  killed run rerun with the same arguments gives the same losses and parameters.
+- `steps` (the command's `--steps N`) is the run's total: N steps in all, also on a gated run. A
+  larger N continues a finished run, the last curriculum stage extended to reach it; the schedule
+  is then rebuilt for N steps (gate.with_total_steps). Without it, the config's `train.steps` is a
+  cap that gated stages shorten.
 - SIGTERM (TPU preemption) and Ctrl-C set a flag; the preemption hook saves a checkpoint for the
   step just finished, waits for the write, and the loop exits with status 143/130. Across hosts the
   flag is agreed after every step (bookft.parallel.distributed.any_process), so a signal to one
@@ -35,10 +39,11 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from bookft.corpus.lease import Lease
 from bookft.errors import TrainError
 from bookft.parallel.distributed import any_process, check_agreement
 from bookft.parallel.hardware import chip_for_device, peak_memory_bytes
-from bookft.train import gate
+from bookft.train import corpus_pin, gate
 from bookft.train.checkpoint import Checkpointer
 from bookft.train.config import RunConfig
 from bookft.train.curriculum import stage_data, stage_len
@@ -108,13 +113,15 @@ def balance_block(cfg: RunConfig) -> int:
 
 
 class Trainer:
-    def __init__(self, cfg: RunConfig, run_dir: Path, model_path=None):
+    def __init__(self, cfg: RunConfig, run_dir: Path, model_path=None, *, steps: int | None = None,
+                 corpus_version: str | int | None = None):
         self.run_dir = Path(run_dir)
         cfg, self.mesh, self.axes_choice = train_mesh(cfg)
         self.cfg = cfg
         from bookft.corpus import open_corpus
 
-        self.corpus = open_corpus(cfg.data.corpus)
+        self.pin = corpus_pin.choose(self.run_dir, cfg.data.corpus, corpus_version)
+        self.corpus = open_corpus(self.pin.version_dir)
         check_agreement(run_facts(cfg, self.corpus), what="the run config and corpus version")
         vocab = self.corpus.vocab_size
         if vocab > cfg.model.vocab_size:
@@ -146,6 +153,12 @@ class Trainer:
             self.start_step = step
             if meta.get("curriculum_steps") and cfg.train.curriculum:
                 self.cfg = gate.with_stage_steps(cfg, meta["curriculum_steps"])
+        self.requested_steps = steps
+        if steps is not None:
+            if steps < self.start_step:
+                raise TrainError(f"--steps {steps}: this run is at step {self.start_step} already ({self.run_dir}); "
+                                 "steps only go forward: pass a larger --steps, or another --run-dir to start over")
+            self.cfg = gate.with_total_steps(self.cfg, steps)
         self.program = self.program.with_config(self.cfg)
         self.bsh = batch_sharding(self.mesh)
         from bookft.model import flops_per_token
@@ -172,6 +185,8 @@ class Trainer:
         if self.extra and gate.passed(self.cfg, step, self.extra):  # a gated stage has done its job
             self.row["stage_ended"] = gate.stage_index(self.cfg, step - 1)
             self.cfg = gate.end_stage(self.cfg, step)
+            if self.requested_steps is not None:  # an explicit total stays the total
+                self.cfg = gate.with_total_steps(self.cfg, self.requested_steps)
             self.total = self.cfg.train.steps
             self.program = self.program.with_config(self.cfg)
 
@@ -262,6 +277,9 @@ class Trainer:
             self.log.truncate_after(self.start_step)
         losses: dict[int, float] = {}
         step, tps = self.start_step, None
+        lease = self._lease()
+        if jax.process_index() == 0:  # every host chose this version (the agreement check): one writer
+            corpus_pin.record(self.run_dir, self.pin, self.start_step)
         try:
             with signal_flag() as self.flag:
                 while step < self.total:
@@ -273,6 +291,8 @@ class Trainer:
                     for hook in self.hooks:  # metric hooks (probes) first: their figures join the row
                         if hook.due(step, self.total):
                             self.extra.update(hook.fn(self, step) or {})
+                    if step == self.start_step + 1 and self.pin.moved_from is not None:
+                        self.extra.update(corpus_version=self.pin.version, corpus_version_from=self.pin.moved_from)
                     self.row.update(self.extra)
                     for hook in self._core_hooks():
                         if hook.due(step, self.total):
@@ -287,21 +307,52 @@ class Trainer:
             return TrainResult(self.run_dir, step, losses, interrupted=True, tokens_per_s=tps,
                                curriculum_steps=self._stages())
         finally:
+            if lease is not None:
+                lease.release()
             self.log.close()
             self.ckpt.close()
 
+    def _lease(self) -> Lease | None:
+        """A reader lease on the version trained on, for as long as this process trains (a refresh's
+        retention never prunes it); none for a bare version folder or a read-only corpus."""
+        if self.pin.root is None or self.pin.version is None:
+            return None
+        lease = Lease(self.pin.root, version=self.pin.version)
+        try:
+            lease.__enter__()
+        except OSError:
+            return None
+        return lease
+
+    def steps_line(self) -> str:
+        """What this invocation will train, for the banner."""
+        total, start = self.cfg.train.steps, self.start_step
+        if total <= start:
+            return f"steps: already at step {start} of {total}; nothing to train (--steps N continues to N)"
+        gated = self.requested_steps is None and any(
+            s.until for i, s in enumerate(self.cfg.train.curriculum) if gate.stage_start(self.cfg, i + 1) > start)
+        return (f"steps: {start} -> {total}, {total - start} to run"
+                + (" (at most: gated stages end when the probe passes)" if gated else ""))
+
 
 def train(cfg: RunConfig, *, run_dir: str | Path, model_path: str | Path | None = None,
-          progress=None, log_metrics: bool = True, hooks=(), announce=None) -> TrainResult:
+          progress=None, log_metrics: bool = True, hooks=(), announce=None, steps: int | None = None,
+          corpus_version: str | int | None = None) -> TrainResult:
     """Train according to `cfg` in `run_dir` (resuming if it holds checkpoints); `hooks`: Trainer.add_hook.
-    `announce(line)` hears what bookft chose for the attention (strategy auto, a usp axis split)."""
+    `steps`: the run's total (see the module docstring); `corpus_version`: None (the version the run
+    trains on), "latest" or N (train/corpus_pin.py). `announce(line)` hears what bookft chose for the
+    attention (strategy auto, a usp axis split), the corpus version and the steps that will run."""
     cfg = resolve_model_config(cfg, model_path)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     check_run_dir(run_dir, cfg)
-    trainer = Trainer(cfg, run_dir=run_dir, model_path=model_path)
-    if announce is not None and trainer.axes_choice.why:
-        announce(trainer.axes_choice.why)
+    trainer = Trainer(cfg, run_dir=run_dir, model_path=model_path, steps=steps, corpus_version=corpus_version)
+    if announce is not None:
+        if trainer.axes_choice.why:
+            announce(f"attention: {trainer.axes_choice.why}")
+        pin = trainer.pin
+        announce(f"corpus: {pin.note or f'version {pin.version} of {pin.root or pin.version_dir}'}")
+        announce(trainer.steps_line())
     if jax.process_index() == 0:  # one writer for the run's files (a shared file system on a pod)
         write_config(run_dir, trainer.configured)
         # The run's tokenizer travels with it (eval, export), whatever happens to the corpus later.

@@ -9,7 +9,7 @@ from bookft.config import from_dict
 from bookft.errors import ConfigError, IngestError
 from bookft.eval.haystack import essay_sentences
 from bookft.ingest.documents import Document
-from bookft.ingest.example_build import loss_weights_fn
+from bookft.ingest.corpus_build import loss_weights_fn
 from bookft.ingest.example_writer import synthesize
 from bookft.ingest.examples import (
     MARK,

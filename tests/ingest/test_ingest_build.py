@@ -180,7 +180,8 @@ def test_default_sample_builds(tmp_path):
     c = open_corpus(tmp_path / "sample")
     m = c.manifest
     assert c.seq_len == 2048 and c.vocab_size == 1024
-    assert set(m["per_kind"]) == {"pdf", "legal", "jsonl", "code"}
+    assert set(m["per_kind"]) == {"pdf", "legal", "jsonl", "code", "synthesized"}
+    assert m["version"] == 1 and os.listdir(tmp_path / "sample" / "versions") == ["0001"]  # one build, one version
     assert m["counts"]["failed" if False else "pdf_pages"] > 30
     facts = json.loads((tmp_path / "sample" / "sample-sources" / "facts.json").read_text())
     docs = c.documents()
@@ -200,8 +201,10 @@ def test_loss_weights_hook(tmp_path):
     def weights(doc, ids):
         return np.full(len(ids), 0.25, np.float32) if doc.source.endswith("a.txt") else None
 
-    m = build_corpus(_cfg(tmp_path / "w"), sources=[(str(src / "a.txt"), "auto", None),
-                                                    (str(src / "b.md"), "auto", None)], loss_weights=weights)
+    from bookft.ingest.build import build_pass
+
+    m = build_pass(_cfg(tmp_path / "w"), sources=[(str(src / "a.txt"), "auto", None),
+                                                  (str(src / "b.md"), "auto", None)], loss_weights=weights)
     assert m["loss_weights"] is True
     corpus = open_corpus(tmp_path / "w")
     seen = set()

@@ -180,7 +180,7 @@ def test_a_larger_total_repeats_every_document_evenly(tmp_path, sources):
 
 def test_synthesized_retrieval_examples_stay_outside_the_mix(tmp_path, monkeypatch):
     from bookft.eval.haystack import essay_sentences
-    from bookft.ingest import example_build
+    from bookft.ingest import corpus_build as example_build
     from bookft.needles import NIAH_INSTRUCTION
 
     material = []
@@ -197,7 +197,7 @@ def test_synthesized_retrieval_examples_stay_outside_the_mix(tmp_path, monkeypat
                     {"path": _jsonl(tmp_path / "notes.jsonl", 3, [30, 40, 50] * 10), "name": "notes"}],
         "retrieval": {"rate": 0.5, "lengths": [256, 512]},
         "mix": {"short_source": "notes", "short_share": 0.1, "holdout_docs": 1}})
-    m = example_build.build_with_retrieval(cfg)
+    m = example_build.build_corpus(cfg)
     mix = m["mix"]
     assert mix["unmixed"] and all("retrieval-" in x for x in mix["unmixed"])
     assert {k: round(v["realised_share"], 3) for k, v in mix["sources"].items()} == {

@@ -10,7 +10,7 @@ import pytest
 from bookft.config import from_dict
 from bookft.eval.haystack import essay_sentences
 from bookft.ingest import IngestConfig
-from bookft.ingest import example_build as B
+from bookft.ingest import corpus_build as B
 from bookft.ingest import example_writer as W
 from bookft.ingest import examples as R
 from bookft.ingest.text import jsonl_documents
@@ -104,14 +104,14 @@ def _retrieval_cfg(tmp_path, out):
 
 
 def test_build_reads_synthesized_examples_from_filled_caches(tmp_path, monkeypatch):
-    filled = B.build_with_retrieval(_retrieval_cfg(tmp_path, tmp_path / "a"))
-    again = B.build_with_retrieval(_retrieval_cfg(tmp_path, tmp_path / "a"))  # rerun
+    filled = B.build_corpus(_retrieval_cfg(tmp_path, tmp_path / "a"))
+    again = B.build_corpus(_retrieval_cfg(tmp_path, tmp_path / "a"))  # rerun
     n_files = len(list((tmp_path / "a" / "retrieval-sources").glob("*.jsonl")))
     assert n_files >= 1 and filled["retrieval"]["synthesized_sequences"] >= 2
     # the synthesized files were extracted and tokenized by the synthesizer, not by the build
     assert filled["work"]["extracted"] == 0 and filled["work"]["tokenized"] == 0
     monkeypatch.setattr(W, "_fill_cache", lambda *a: None)
-    cold = B.build_with_retrieval(_retrieval_cfg(tmp_path, tmp_path / "b"))
+    cold = B.build_corpus(_retrieval_cfg(tmp_path, tmp_path / "b"))
     assert cold["work"]["extracted"] == n_files and cold["work"]["tokenized"] == n_files
     assert filled["data_hash"] == again["data_hash"] == cold["data_hash"]
     assert filled["counts"]["sequences"] == cold["counts"]["sequences"]
