@@ -46,27 +46,14 @@ def summary_table(base: dict, tuned: dict) -> Table:
     return t
 
 
-def run_quickstart(*, corpus_yaml: str | Path | None = None, config: str | Path | None = None,
-                   run_dir: str | Path | None = None, out: str | Path = "quickstart-out",
-                   overrides: list[str] | None = None, ingest_overrides: list[str] | None = None,
-                   fresh: bool = True, console: Console | None = None, progress: bool = True) -> dict[str, Any]:
-    """ingest -> eval base -> train -> eval tuned -> compare. Returns timings, accuracies and paths."""
-    import shutil
-
+def _ingest(corpus_yaml, ingest_overrides, console: Console, progress: bool) -> dict:
+    """Step 1: the corpus definition's one build (ingest/corpus_build.py); its manifest."""
     from bookft.config import load
-    from bookft.ingest.corpus_build import build_corpus
     from bookft.ingest.config import IngestConfig
+    from bookft.ingest.corpus_build import build_corpus
     from bookft.ingest.progress import RichProgress
     from bookft.ingest.sample import default_corpus_yaml
-    from bookft.train.config import DEFAULT_CONFIG, load_run_config
 
-    console = console or Console()
-    out = Path(out)
-    times: dict[str, float] = {}
-    overrides = list(overrides or [])
-
-    # 1. ingest -------------------------------------------------------------------------------------
-    t0 = time.perf_counter()
     console.rule("[bold]1/4 ingest")
     icfg = load(IngestConfig, corpus_yaml or default_corpus_yaml(), list(ingest_overrides or []))
     bar = RichProgress(console) if progress else None
@@ -75,79 +62,36 @@ def run_quickstart(*, corpus_yaml: str | Path | None = None, config: str | Path 
     finally:
         if bar is not None:
             bar.stop()
-    times["ingest_s"] = time.perf_counter() - t0
-    corpus_dir = icfg.out
-    overrides = [f"data.corpus={corpus_dir}"] + overrides
-    cfg_path = config if config is not None else (DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None)
-    cfg = load_run_config(cfg_path, overrides)
-    cfg_file = Path(cfg_path) if cfg_path is not None else None
-    run = Path(run_dir) if run_dir else Path("runs") / cfg.name
-    if fresh and run.exists():
-        shutil.rmtree(run)
+    manifest["corpus_dir"] = icfg.out
     console.print(f"corpus {manifest['path']}: {manifest['counts']['sequences']:,} sequences"
                   + (f", {manifest['retrieval']['examples']:,} retrieval examples" if "retrieval" in manifest else ""))
-    if cfg.parallel.cpu_devices:
-        from bookft.parallel.mesh import ensure_cpu_devices
+    return manifest
 
-        ensure_cpu_devices(cfg.parallel.cpu_devices)  # before jax starts its backend
 
-    # 2. base model eval ------------------------------------------------------------------------------
+def _evaluate(model, model_cfg, folder: Path, tok_dir: Path, cfg_file, overrides, out: Path, console, progress):
+    """Save `model` as an HF folder and run the run config's eval on it (base and tuned alike)."""
     from bookft.eval.entry import evaluate
-    from bookft.model import init_model, save_hf
+    from bookft.model import save_hf
 
-    t0 = time.perf_counter()
-    console.rule("[bold]2/4 eval: the freshly initialised model")
-    base_dir = out / "base-model"
-    from bookft.corpus import open_corpus
+    save_hf(model, model_cfg, folder, tokenizer_dir=tok_dir)
+    return evaluate(checkpoint=None, model_dir=str(folder), tokenizer=str(tok_dir), config=cfg_file,
+                    overrides=overrides, flags={}, out=out, console=console, progress=progress)
 
-    tok_dir = Path(open_corpus(corpus_dir).tokenizer_path).parent
-    save_hf(init_model(cfg.model, seed=cfg.train.seed), cfg.model, base_dir, tokenizer_dir=tok_dir)
-    eval_over = overrides + [f"name={cfg.name}"]
-    base = evaluate(checkpoint=None, model_dir=str(base_dir), tokenizer=str(tok_dir), config=cfg_file,
-                    overrides=eval_over, flags={}, out=out / "eval-base", console=console, progress=progress)
-    times["eval_base_s"] = time.perf_counter() - t0
 
-    # 3. train -------------------------------------------------------------------------------------------
+def _train(cfg, run: Path, console: Console, progress: bool):
     from bookft.eval.probe import probe_hooks
     from bookft.train.progress import TrainProgress
     from bookft.train.trainer import train
 
-    t0 = time.perf_counter()
     console.rule(f"[bold]3/4 train ({cfg.train.steps} steps, curriculum "
                  f"{' -> '.join(str(s.seq_len) for s in cfg.train.curriculum) or cfg.data.seq_len})")
-    if progress:
-        with TrainProgress(console, cfg.train.steps) as bar_t:
-            result = train(cfg, run_dir=run, progress=bar_t.update, hooks=probe_hooks(cfg))
-    else:
-        result = train(cfg, run_dir=run, hooks=probe_hooks(cfg))
-    times["train_s"] = time.perf_counter() - t0
+    if not progress:
+        return train(cfg, run_dir=run, hooks=probe_hooks(cfg))
+    with TrainProgress(console, cfg.train.steps) as bar:
+        return train(cfg, run_dir=run, progress=bar.update, hooks=probe_hooks(cfg))
 
-    # 4. tuned eval + compare ----------------------------------------------------------------------------
-    t0 = time.perf_counter()
-    console.rule("[bold]4/4 eval: the tuned model")
-    from bookft.train.checkpoint import load_params
 
-    # through an HF folder like the base model, so both are evaluated the same way
-    tuned_model, run_cfg = load_params(run)
-    tuned_dir = out / "tuned-model"
-    save_hf(tuned_model, run_cfg.model, tuned_dir, tokenizer_dir=tok_dir)
-    del tuned_model
-    tuned = evaluate(checkpoint=None, model_dir=str(tuned_dir), tokenizer=str(tok_dir), config=cfg_file,
-                     overrides=eval_over, flags={}, out=out / "eval-tuned", console=console, progress=progress)
-    from bookft.eval.probe import probe_rows
-    from bookft.eval.report import compare_reports
-
-    probes = probe_rows(run)
-    paths = compare_reports(out / "eval-base", out / "eval-tuned", out / "compare", names=("base", "tuned"),
-                            probe_rows=probes)
-    times["eval_tuned_s"] = time.perf_counter() - t0
-    times["total_s"] = sum(times.values())
-
-    console.print(summary_table(base, tuned))
-    console.print(" ".join(f"{k[:-2]} {v:.0f} s" for k, v in times.items()))
-    console.print(f"[green]report[/]: {paths['html']}  (base {out / 'eval-base'}/report.html, "
-                  f"tuned {out / 'eval-tuned'}/report.html; checkpoints in {run}/checkpoints, "
-                  f"tuned model as an HF folder in {tuned_dir})")
+def _summary(times, manifest, result, run, probes, base, tuned, paths) -> dict[str, Any]:
     return {
         "times": {k: round(v, 1) for k, v in times.items()},
         "corpus": {"path": manifest["path"], "sequences": manifest["counts"]["sequences"],
@@ -158,6 +102,67 @@ def run_quickstart(*, corpus_yaml: str | Path | None = None, config: str | Path 
         "tuned": {"per_depth": _per_depth(tuned), "summary": tuned["summary"], "timing": tuned["timing"]},
         "report": str(paths["html"]), "compare_png": str(paths["png"]),
     }
+
+
+def run_quickstart(*, corpus_yaml: str | Path | None = None, config: str | Path | None = None,
+                   run_dir: str | Path | None = None, out: str | Path = "quickstart-out",
+                   overrides: list[str] | None = None, ingest_overrides: list[str] | None = None,
+                   fresh: bool = True, console: Console | None = None, progress: bool = True) -> dict[str, Any]:
+    """ingest -> eval base -> train -> eval tuned -> compare. Returns timings, accuracies and paths."""
+    import shutil
+
+    from bookft.corpus import open_corpus
+    from bookft.eval.probe import probe_rows
+    from bookft.eval.report import compare_reports
+    from bookft.train.config import DEFAULT_CONFIG, load_run_config
+
+    console = console or Console()
+    out = Path(out)
+    times: dict[str, float] = {}
+    t0 = time.perf_counter()
+    manifest = _ingest(corpus_yaml, ingest_overrides, console, progress)
+    times["ingest_s"] = time.perf_counter() - t0
+    overrides = [f"data.corpus={manifest['corpus_dir']}"] + list(overrides or [])
+    cfg_path = config if config is not None else (DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None)
+    cfg = load_run_config(cfg_path, overrides)
+    cfg_file = Path(cfg_path) if cfg_path is not None else None
+    run = Path(run_dir) if run_dir else Path("runs") / cfg.name
+    if fresh and run.exists():
+        shutil.rmtree(run)
+    if cfg.parallel.cpu_devices:
+        from bookft.parallel.mesh import ensure_cpu_devices
+
+        ensure_cpu_devices(cfg.parallel.cpu_devices)  # before jax starts its backend
+    from bookft.model import init_model
+    from bookft.train.checkpoint import load_params
+
+    tok_dir = Path(open_corpus(manifest["corpus_dir"]).tokenizer_path).parent
+    eval_over = overrides + [f"name={cfg.name}"]
+    t0 = time.perf_counter()
+    console.rule("[bold]2/4 eval: the freshly initialised model")
+    base = _evaluate(init_model(cfg.model, seed=cfg.train.seed), cfg.model, out / "base-model", tok_dir, cfg_file,
+                     eval_over, out / "eval-base", console, progress)
+    times["eval_base_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    result = _train(cfg, run, console, progress)
+    times["train_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    console.rule("[bold]4/4 eval: the tuned model")
+    tuned_model, run_cfg = load_params(run)  # through an HF folder like the base model: evaluated the same way
+    tuned = _evaluate(tuned_model, run_cfg.model, out / "tuned-model", tok_dir, cfg_file, eval_over,
+                      out / "eval-tuned", console, progress)
+    del tuned_model
+    probes = probe_rows(run)
+    paths = compare_reports(out / "eval-base", out / "eval-tuned", out / "compare", names=("base", "tuned"),
+                            probe_rows=probes)
+    times["eval_tuned_s"] = time.perf_counter() - t0
+    times["total_s"] = sum(times.values())
+    console.print(summary_table(base, tuned))
+    console.print(" ".join(f"{k[:-2]} {v:.0f} s" for k, v in times.items()))
+    console.print(f"[green]report[/]: {paths['html']}  (base {out / 'eval-base'}/report.html, "
+                  f"tuned {out / 'eval-tuned'}/report.html; checkpoints in {run}/checkpoints, "
+                  f"tuned model as an HF folder in {out / 'tuned-model'})")
+    return _summary(times, manifest, result, run, probes, base, tuned, paths)
 
 
 def register(app) -> None:

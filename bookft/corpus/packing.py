@@ -71,33 +71,12 @@ def _cut(doc: int, start: int, room: int, length: int, bounds: np.ndarray, slack
     return hi
 
 
-def pack(lengths: Sequence[int], collections: Sequence[int], seq_len: int, *,
-         boundaries: Callable[[int], np.ndarray] | Sequence[np.ndarray] | None = None,
-         slack: int = 0, word_cut: WordCut | None = None) -> PackPlan:
-    """Plan the packing of documents into sequences of `seq_len` tokens.
-
-    lengths[d]: tokens of document d (> 0). collections[d]: collection id; the documents of a
-    collection must be consecutive and are kept in this order. boundaries[d] (or boundaries(d)):
-    sorted token offsets in (0, lengths[d]) where a paragraph or file starts.
-    """
-    if seq_len <= 0:
-        raise ValueError(f"seq_len must be positive, got {seq_len}")
+def _items(lengths: Sequence[int], collections: Sequence[int], seq_len: int):
+    """Collections that fit one sequence, as (size, order, pieces) items, and the documents of the
+    longer collections in order (the stream that is split across sequences)."""
     n = len(lengths)
-    if len(collections) != n:
-        raise ValueError("lengths and collections differ in length")
-    empty = np.zeros(0, dtype=np.int64)
-
-    def bounds_of(d: int) -> np.ndarray:
-        if boundaries is None:
-            return empty
-        b = boundaries(d) if callable(boundaries) else boundaries[d]
-        return np.asarray(b, dtype=np.int64)
-
-    plan = PackPlan(seq_len=seq_len)
-    items: list[tuple[int, int, list[Piece]]] = []  # (size, order, pieces)
-    split_docs: set[int] = set()
-
-    long_docs: list[int] = []  # documents of collections longer than a sequence, in order
+    items: list[tuple[int, int, list[Piece]]] = []
+    long_docs: list[int] = []
     d = 0
     while d < n:
         e = d
@@ -109,9 +88,13 @@ def pack(lengths: Sequence[int], collections: Sequence[int], seq_len: int, *,
         else:
             long_docs.extend(k for k in range(d, e) if lengths[k])
         d = e
+    return items, long_docs
 
-    # best-fit decreasing over the items; `opened` is sorted by (room, bin index)
-    items.sort(key=lambda it: (-it[0], it[1]))
+
+def _best_fit(items, seq_len: int) -> tuple[list[list[Piece]], list[int]]:
+    """Best-fit decreasing of the items into bins of seq_len; `opened` is sorted by (room, bin index).
+    Returns the bins and the room each has left."""
+    items = sorted(items, key=lambda it: (-it[0], it[1]))
     bins: list[list[Piece]] = []
     rooms: list[int] = []
     opened: list[tuple[int, int]] = []
@@ -129,11 +112,18 @@ def pack(lengths: Sequence[int], collections: Sequence[int], seq_len: int, *,
             rooms.append(seq_len - size)
         if rooms[b] > 0:
             bisect.insort(opened, (rooms[b], b))
+    return bins, rooms
 
-    # the stream of long collections, in order: first into the gaps the bins left, then new sequences
+
+def _stream(long_docs: list[int], lengths, bins, rooms, seq_len: int, slack: int, bounds_of,
+            word_cut: WordCut | None) -> tuple[list[list[Piece]], set[int]]:
+    """The long collections' documents, in order: first into the gaps the bins left (rooms above
+    `slack`), then into new sequences; cut at paragraph/file starts (or word starts). Appends to the
+    gap bins in place; returns the new sequences and the documents that were split."""
     gaps = [b for b in range(len(bins)) if rooms[b] > slack]
     g = 0
     fresh: list[list[Piece]] = []
+    split_docs: set[int] = set()
 
     def next_target() -> tuple[list[Piece], int]:
         nonlocal g
@@ -163,6 +153,34 @@ def pack(lengths: Sequence[int], collections: Sequence[int], seq_len: int, *,
             split_docs.add(k)
             start = c
             target, room = next_target()
+    return fresh, split_docs
+
+
+def pack(lengths: Sequence[int], collections: Sequence[int], seq_len: int, *,
+         boundaries: Callable[[int], np.ndarray] | Sequence[np.ndarray] | None = None,
+         slack: int = 0, word_cut: WordCut | None = None) -> PackPlan:
+    """Plan the packing of documents into sequences of `seq_len` tokens.
+
+    lengths[d]: tokens of document d (> 0). collections[d]: collection id; the documents of a
+    collection must be consecutive and are kept in this order. boundaries[d] (or boundaries(d)):
+    sorted token offsets in (0, lengths[d]) where a paragraph or file starts.
+    """
+    if seq_len <= 0:
+        raise ValueError(f"seq_len must be positive, got {seq_len}")
+    if len(collections) != len(lengths):
+        raise ValueError("lengths and collections differ in length")
+    empty = np.zeros(0, dtype=np.int64)
+
+    def bounds_of(d: int) -> np.ndarray:
+        if boundaries is None:
+            return empty
+        b = boundaries(d) if callable(boundaries) else boundaries[d]
+        return np.asarray(b, dtype=np.int64)
+
+    items, long_docs = _items(lengths, collections, seq_len)
+    bins, rooms = _best_fit(items, seq_len)
+    fresh, split_docs = _stream(long_docs, lengths, bins, rooms, seq_len, slack, bounds_of, word_cut)
+    plan = PackPlan(seq_len=seq_len)
     plan.sequences.extend(bins)
     plan.sequences.extend(f for f in fresh if f)
     plan.n_split_docs = len(split_docs)
