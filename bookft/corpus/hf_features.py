@@ -2,8 +2,8 @@
 
 A corpus folder is what `datasets.load_from_disk` opens: Arrow shards whose schema metadata holds the
 features (key `huggingface`), plus `dataset_info.json` and `state.json`. Building that metadata with
-`datasets.Features.from_arrow_schema` would import `datasets`, about 0.5 s of a 2-3 s single-book ingest
-(issue 18's whole-process target), for three fixed schemas (bookft/corpus/writer.py). So the few Arrow
+`datasets.Features.from_arrow_schema` would import `datasets` (1.5-3.4 s on this 2-core host, more than a
+whole single-book ingest takes), for three fixed schemas (bookft/corpus/writer.py). So the few Arrow
 types those schemas use are mapped here by hand, and tests/ingest/test_ingest_streaming.py checks
 the output byte for byte against `datasets` itself (and that `load_from_disk` reads it back).
 """

@@ -1,6 +1,6 @@
 """`bookft inspect CORPUS --html OUT`: one self-contained page about a corpus version.
 
-What it shows (issue 20): document lengths per source and per kind (histograms over log-spaced bins,
+What it shows: document lengths per source and per kind (histograms over log-spaced bins,
 log length axis), the fill of every sequence, the realised mix against the asked one (the manifest's
 `mix` record; without a mix the shares the packing gave), failed and skipped sources with their
 reasons, and redacted secrets per source and by file, line and kind (never a value).

@@ -5,7 +5,7 @@ Design choices:
   (1-based segment number), `doc_index` (row in documents) and `doc_start` (token offset in that
   document): segment ids and positions are derived exactly from them by the reader.
 - `loss_weights` (float32, seq_len) is written only when some document carries weights (the hook
-  for synthesized retrieval examples, issue 9).
+  for synthesized retrieval examples).
 - The data hash covers every document text and every sequence row, so two builds of the same
   sources can be compared without reading them again.
 """

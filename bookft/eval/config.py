@@ -16,7 +16,7 @@ Design choices:
   eval niah` adds the RULER protocol for the RULER phrasing (`ruler_protocol_defaults`) wherever
   the user set neither key: generated text scored by string match, and the tokenizer's chat
   template when it has one. A pretrained chat model answers ":3708443" where the forced target is
-  " 3708443", so exact match on forced tokens scores formatting, not retrieval (issue 17).
+  " 3708443", so exact match on forced tokens scores formatting, not retrieval.
 """
 
 from __future__ import annotations

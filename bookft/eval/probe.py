@@ -1,4 +1,4 @@
-"""The needle probe: retrieval measured while training, on the live sharded parameters (issue 16).
+"""The needle probe: retrieval measured while training, on the live sharded parameters.
 
 `train.probe_every: N` scores a small teacher-forced NIAH grid (`train.probe`: a few lengths,
 depths and seeds) every N steps and at the end, and the loop writes it into that step's row of

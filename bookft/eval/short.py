@@ -1,4 +1,4 @@
-"""The short-context check: loss and token accuracy of a model on short documents (issue 20).
+"""The short-context check: loss and token accuracy of a model on short documents.
 
 Design choices:
 - Each document is scored on its own (positions from 0, one segment), at most `max_tokens` tokens;

@@ -1,8 +1,8 @@
-"""Probe-gated curriculum stages (`until:` on a stage, issue 16).
+"""Probe-gated curriculum stages (`until:` on a stage).
 
 A fixed curriculum gives every run the same steps per stage, but the step at which a model trained
-from scratch finds the copy varies with the seed and the data draw (sessions 2-5: step 300-450, or
-never within the stage). A gated stage ends as soon as the needle probe says it has done its job:
+from scratch finds the copy varies with the seed and the data draw (step 300-450 of the default
+recipe, or never within the stage; docs/log.md). A gated stage ends as soon as the needle probe says it has done its job:
 a fast draw moves on, a slow one gets the steps it needs up to the stage's cap.
 
 Design choices:
