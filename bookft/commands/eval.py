@@ -1,4 +1,5 @@
-"""`bookft eval niah`, `bookft eval short` and `bookft eval compare`: parse flags, call one library function each."""
+"""`bookft eval niah`, `bookft eval short`, `bookft eval ppl` and `bookft eval compare`: parse flags, call one
+library function each."""
 
 from __future__ import annotations
 
@@ -102,6 +103,35 @@ def short(
         checkpoint = _default_checkpoint(None)
     evaluate_short(checkpoint=checkpoint, model_dir=model, base=base, tokenizer=tokenizer, corpus=corpus,
                    texts=list(text or []), max_tokens=max_tokens, out=out, console=Console())
+
+
+@eval_app.command("ppl")
+def ppl(
+    model: list[str] = typer.Option(None, "--model", help="Hugging Face model folder (config.json, safetensors, tokenizer.json); repeat to compare several"),
+    checkpoint: list[str] = typer.Option(None, "--checkpoint", help="training run directory; repeatable"),
+    names: str = typer.Option(None, "--names", help="labels, comma-separated: the --model folders, then the --checkpoint runs (default: folder names)"),
+    text: list[str] = typer.Option(None, "--text", help="UTF-8 file, one long document; repeat for more"),
+    corpus: str = typer.Option(None, "--corpus", help="corpus directory: its held-out documents, else all (default: the run's data.corpus)"),
+    lengths: list[str] = typer.Option(None, "--lengths", help="window lengths, e.g. 1K,2K,4K (the default)"),
+    stride: int = typer.Option(None, "--stride", help="sliding windows advancing by this many tokens (default: non-overlapping)"),
+    dtype: str = typer.Option("float32", "--dtype", help="compute dtype of every model: float32 | bfloat16"),
+    max_documents: int = typer.Option(None, "--max-documents", help="score only the first N documents"),
+    out: Path = typer.Option(Path("eval-out"), "--out", help="output directory (shares report.html with eval niah/short)"),
+    config: str = typer.Option(None, "--config", help="run config YAML: its attention and parallel sections (context parallelism)"),
+    overrides: list[str] = typer.Option(None, "--set", help="run-config override, e.g. attention.strategy=ring"),
+    progress: bool = typer.Option(True, "--progress/--no-progress"),
+) -> None:
+    """Perplexity on long documents by window length (Press et al.'s sliding window), and loss by position."""
+    from bookft.eval.ppl_entry import evaluate_ppl
+
+    if dtype not in ("float32", "bfloat16"):
+        raise EvalError(f"--dtype: float32 or bfloat16, got {dtype!r}")
+    if not checkpoint and not model:
+        checkpoint = [_default_checkpoint(config)]
+    evaluate_ppl(models=list(model or []), checkpoints=list(checkpoint or []),
+                 names=[n.strip() for n in names.split(",")] if names else None, texts=list(text or []),
+                 corpus=corpus, lengths=parse_lengths(lengths), stride=stride, out=out, dtype=dtype, config=config,
+                 overrides=list(overrides or []), max_documents=max_documents, console=Console(), progress=progress)
 
 
 @eval_app.command("compare")

@@ -185,29 +185,15 @@ def evaluate(*, checkpoint: str | None, model_dir: str | None, tokenizer: str | 
     """Load the subject and settings, run the grid, write the report, print the summary."""
     console = console or Console()
     file_run_config = realise(_run_config(config, overrides))
-    mesh = build_mesh(file_run_config)
-    like = getattr(file_run_config, "model", None) if model_dir else None  # --model with a preset's knobs
-    if like is not None and like.lora.rank:  # the folder's weights as they are: no (zero) adapters
-        import dataclasses
-
-        from bookft.model.config import LoraConfig
-
-        like = dataclasses.replace(like, lora=LoraConfig())
-    model, tok, model_config, run_config, info = load_subject(checkpoint, model_dir, tokenizer, mesh=mesh,
-                                                              like=like)
-    run_config = file_run_config or realise(run_config)
-    mesh = mesh if mesh is not None else build_mesh(run_config)
+    model, tok, model_config, run_config, info, mesh = load_on_mesh(checkpoint, model_dir, tokenizer,
+                                                                    file_run_config)
     base_eval = dict(getattr(run_config, "eval", None) or {})
     seq_len = getattr(getattr(run_config, "data", None), "seq_len", None)
     if seq_len and not {"lengths", "max_length"} & set(base_eval):  # the preset's length ends the grid
         base_eval["max_length"] = seq_len
     settings = load_settings(config, overrides, flags, base=base_eval, has_chat_template=bool(tok.chat_template))
-    from bookft.attention.config import AttentionConfig
-
-    att = run_config.attention if run_config is not None else AttentionConfig(strategy="local")
     # both scorers: the configured strategy over the mesh (or the local kernel on one device)
-    attend, layout = attention_and_layout(att, mesh, settings.length_buckets)
-    info["attention"] = {"strategy": attend.spec.strategy, "kernel": att.kernel, **layout.describe()}
+    attend, layout = run_attention(run_config, mesh, settings.length_buckets, info)
     model = layout.place(model)  # the host copy load_params returned is dropped here
     import jax
 
@@ -221,6 +207,37 @@ def evaluate(*, checkpoint: str | None, model_dir: str | None, tokenizer: str | 
     print_summary(results, console)
     console.print(f"wrote {paths['report']} and {paths['results']}")
     return results
+
+
+def load_on_mesh(checkpoint: str | None, model_dir: str | None, tokenizer: str | None, file_run_config=None):
+    """(model, tokenizer, model_config, run_config, info, mesh): the subject loaded onto the mesh of
+    `file_run_config` (a --config run config, realised) or else of the checkpoint's own run config;
+    an HF folder takes that config's model knobs (dtypes, rope_scaling), its weights as they are (no
+    LoRA adapters). run_config: `file_run_config`, else the checkpoint's (realised), else None."""
+    mesh = build_mesh(file_run_config)
+    like = getattr(file_run_config, "model", None) if model_dir else None  # --model with a preset's knobs
+    if like is not None and like.lora.rank:  # the folder's weights as they are: no (zero) adapters
+        import dataclasses
+
+        from bookft.model.config import LoraConfig
+
+        like = dataclasses.replace(like, lora=LoraConfig())
+    model, tok, model_config, run_config, info = load_subject(checkpoint, model_dir, tokenizer, mesh=mesh,
+                                                              like=like)
+    run_config = file_run_config or realise(run_config)
+    mesh = mesh if mesh is not None else build_mesh(run_config)
+    return model, tok, model_config, run_config, info, mesh
+
+
+def run_attention(run_config, mesh, per_octave: int, info: dict):
+    """(attend, SeqLayout) of the run config's attention section over `mesh` (the local kernel on one
+    device without a run config); records them in info["attention"]."""
+    from bookft.attention.config import AttentionConfig
+
+    att = run_config.attention if run_config is not None else AttentionConfig(strategy="local")
+    attend, layout = attention_and_layout(att, mesh, per_octave)
+    info["attention"] = {"strategy": attend.spec.strategy, "kernel": att.kernel, **layout.describe()}
+    return attend, layout
 
 
 def training_probe(checkpoint: str | None) -> list[dict]:

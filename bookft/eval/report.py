@@ -24,7 +24,8 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from bookft.errors import EvalError  # noqa: E402
-from bookft.eval.short_report import short_section  # noqa: E402
+from bookft.eval.ppl_report import ppl_section  # noqa: E402
+from bookft.eval.short_report import read_json, short_section  # noqa: E402
 from bookft.htmlpage import img as _img  # noqa: E402
 from bookft.htmlpage import page as _page  # noqa: E402
 from bookft.htmlpage import table as _table  # noqa: E402
@@ -176,7 +177,8 @@ def _probe_section(rows: list[dict] | None, out: Path) -> str:
 def write_report(results: dict, out_dir: str | Path, probe_rows: list[dict] | None = None) -> dict[str, Path]:
     """results.json, heatmap.png, depth_curve.png, report.html in out_dir (and probe.png: retrieval
     against training step, when `probe_rows` from the run's metrics.jsonl are given; and the short-context
-    check when `bookft eval short` wrote short.json to out_dir)."""
+    check when `bookft eval short` wrote short.json to out_dir, the perplexity table when `bookft eval ppl`
+    wrote ppl.json there)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"results": out / "results.json"}
@@ -196,6 +198,7 @@ def write_report(results: dict, out_dir: str | Path, probe_rows: list[dict] | No
         f"<h2>Per length</h2>{_table(header, rows)}"
         f"{_probe_section(probe_rows, out)}"
         f"{short_section(out)}"
+        f"{ppl_section(out)}"
         f"<h2>Settings</h2>{_table(['key', 'value'], _settings_rows(results))}")
     paths["report"] = out / "report.html"
     paths["report"].write_text(_page(f"bookft eval: {results['task']}", body), encoding="utf-8")
@@ -227,13 +230,17 @@ def load_results(path: str | Path) -> dict:
         p = p / "results.json"
     if not p.is_file():
         raise EvalError(f"{path}: no results.json found; pass an eval output directory or its results.json")
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise EvalError(f"{p}: not valid JSON ({e})") from None
+    data = read_json(p)
     if data.get("kind") != "bookft-eval" or "cells" not in data:
         raise EvalError(f"{p}: not a bookft eval results file")
     return data
+
+
+def niah_results(out_dir: str | Path) -> dict | None:
+    """The NIAH grid's results.json in out_dir, or None when there is none (or it is another command's)."""
+    p = Path(out_dir) / "results.json"
+    data = read_json(p) if p.is_file() else {}
+    return data if data.get("kind") == "bookft-eval" and "cells" in data else None
 
 
 def compare_reports(a: str | Path, b: str | Path, out_dir: str | Path,

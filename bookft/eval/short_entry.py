@@ -11,7 +11,7 @@ from rich.table import Table
 
 from bookft.errors import EvalError
 from bookft.eval.entry import load_subject, training_probe
-from bookft.eval.report import load_results, write_report
+from bookft.eval.report import niah_results, write_report
 from bookft.eval.short import generic_texts, held_out_texts, score_documents
 from bookft.eval.short_report import KIND, write_short, write_short_page
 
@@ -59,8 +59,8 @@ def evaluate_short(*, checkpoint: str | None, model_dir: str | None, base: str |
         res["sets"][name] = {"documents": len(docs), "base": b, "tuned": t}
     out = Path(out)
     write_short(res, out)
-    if (out / "results.json").is_file():  # the NIAH grid's report in this folder: re-rendered with the section
-        niah = load_results(out)
+    niah = niah_results(out)
+    if niah is not None:  # the NIAH grid's report in this folder: re-rendered with the section
         report = write_report(niah, out, probe_rows=training_probe(niah.get("model", {}).get("checkpoint")))["report"]
     else:
         report = write_short_page(out)

@@ -17,23 +17,42 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from bookft.errors import EvalError  # noqa: E402
-from bookft.htmlpage import img, page, table  # noqa: E402
+from bookft.htmlpage import img, table  # noqa: E402
 
 SHORT_FILE = "short.json"
 KIND = "bookft-eval-short"
 
 
-def load_short(out: Path) -> dict | None:
-    p = Path(out) / SHORT_FILE
-    if not p.is_file():
-        return None
+def read_json(p: Path) -> dict:
+    """A JSON file of an eval folder; EvalError naming it when it does not parse."""
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        return json.loads(Path(p).read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise EvalError(f"{p}: not valid JSON ({e})") from None
-    if data.get("kind") != KIND:
-        raise EvalError(f"{p}: not a bookft short-eval file")
+
+
+def load_section(out: Path, name: str, kind: str, what: str) -> dict | None:
+    """The JSON file `name` of DIR behind a report section (None when absent); EvalError unless its
+    "kind" is `kind`."""
+    p = Path(out) / name
+    if not p.is_file():
+        return None
+    data = read_json(p)
+    if data.get("kind") != kind:
+        raise EvalError(f"{p}: not a bookft {what} file")
     return data
+
+
+def write_section(res: dict, out: Path, name: str) -> Path:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    p = out / name
+    p.write_text(json.dumps(res, indent=1), encoding="utf-8")
+    return p
+
+
+def load_short(out: Path) -> dict | None:
+    return load_section(out, SHORT_FILE, KIND, "short-eval")
 
 
 def plot_short(res: dict, path: Path) -> Path:
@@ -75,15 +94,12 @@ def short_section(out: Path) -> str:
 
 
 def write_short(res: dict, out: Path) -> Path:
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    p = out / SHORT_FILE
-    p.write_text(json.dumps(res, indent=1), encoding="utf-8")
-    return p
+    return write_section(res, out, SHORT_FILE)
 
 
 def write_short_page(out: Path) -> Path:
-    """report.html with the short-context section only (DIR holds no NIAH results yet)."""
-    p = Path(out) / "report.html"
-    p.write_text(page("bookft eval: short-context check", short_section(out)), encoding="utf-8")
-    return p
+    """report.html with the short-context section (and the perplexity table of `bookft eval ppl`, when
+    DIR has one): DIR holds no NIAH results yet."""
+    from bookft.eval.ppl_report import write_sections_page  # it imports this module
+
+    return write_sections_page(out, "bookft eval: short-context check")
