@@ -43,7 +43,7 @@ mask; this keeps the index-based mask every kernel already has):
 - Measured (benchmarks/results/attention.json, 1M-token rows of 50K-500K books, worst of 8 rows,
   max/mean per-device non-empty kv blocks at cp 8 / 16 / 64): 512-token blocks 1.002 / 1.002 /
   1.003 (placement alone 1.004 / 1.010 / 1.049, zig-zag alone 2.7-2.9) with the same total work;
-  lognormal-length packed books 1.002 / 1.003 / 1.008. Splash skips whole chunk pairs only
+  log-normal-length packed books 1.002 / 1.003 / 1.008. Splash skips whole chunk pairs only
   (`attention.max_chunk`, default 4096): there 1.003 / 1.014 / 1.084 (at cp 64 a device holds 4
   chunks of 4096; mean over rows 1.055), with max_chunk 1024: 1.002 / 1.002 / 1.010. Arranging
   a 1M-token row takes 0.1-0.6 s on one core.

@@ -131,10 +131,9 @@ class ModelConfig:
     hf_path: str | None = None  # a local HF folder; its config.json gives the shape, its weights the init
     rope_theta_override: float | None = None
     rope_scaling: RopeScaling | None = None  # context extension over a loaded HF folder's RoPE (RopeScaling)
-    short_conv: int = 0  # width of a causal depthwise conv on the embeddings (short_conv.py); 0 = off
-    # "depthwise": tap k scales each channel of the k-th earlier embedding (w [W, E]); "dense": a full
-    # matrix per tap (w [W, E, E]), so earlier tokens can sit in subspaces of their own (short_conv.py)
-    short_conv_mix: str = "depthwise"
+    # width of a causal short conv on the embeddings (short_conv.py), a full matrix per tap (w [W, E, E]),
+    # so earlier tokens can sit in subspaces of their own; 0 = off
+    short_conv: int = 0
     # tokens per device per step of a scan over the MLP (each step rematerialised): bounds the
     # [tokens, intermediate] buffers at long context; 0 = the whole sequence at once
     mlp_chunk: int = 0
@@ -143,16 +142,6 @@ class ModelConfig:
     # "full_attention", HF's names); empty = every layer sliding when sliding_window > 0
     sliding_window: int = 0
     layer_types: tuple[str, ...] = ()
-    # layers without RoPE ("NoPE" layers, as in Llama 4's iRoPE and SmolLM3's no_rope_layers): their
-    # attention scores are content alone, the same at every distance, so a copy learned at short range
-    # holds at any range (Kazemnejad et al. 2023); the other layers keep RoPE for order. Indices.
-    nope_layers: tuple[int, ...] = ()
-    # log-n attention scaling from a base length N (0 = off): a query at position p (0-based, within its
-    # document) has its logits scaled by max(1, log(p + 1) / log(N)), so up to N tokens attention is
-    # unchanged and beyond it the softmax sharpens as the number of keys grows, keeping a retrieval
-    # head's margin over the log(n) it loses to dilution (Chiang & Cholak 2022, "Overcoming a
-    # theoretical limitation of self-attention"; Qwen's logn_attn; Nakanishi 2025, Scalable-Softmax).
-    logn_attention: int = 0
 
     @property
     def layer_windows(self) -> tuple[int, ...]:
@@ -161,11 +150,6 @@ class ModelConfig:
             return (0,) * self.num_layers
         types = self.layer_types or ("sliding_attention",) * self.num_layers
         return tuple(self.sliding_window if t == "sliding_attention" else 0 for t in types)
-
-    @property
-    def layer_rope(self) -> tuple[bool, ...]:
-        """Per layer: whether it applies RoPE (False for model.nope_layers)."""
-        return tuple(i not in self.nope_layers for i in range(self.num_layers))
 
     @property
     def dim_per_head(self) -> int:
@@ -192,8 +176,6 @@ class ModelConfig:
             raise ConfigError(f"model.head_dim must be even for RoPE, got {self.dim_per_head}")
         if not 0 <= self.short_conv <= 64:
             raise ConfigError(f"model.short_conv must be in 0..64 (a conv width; 0 = off), got {self.short_conv}")
-        if self.short_conv_mix not in ("depthwise", "dense"):
-            raise ConfigError(f"model.short_conv_mix must be depthwise or dense, got {self.short_conv_mix!r}")
         if self.sliding_window < 0:
             raise ConfigError(f"model.sliding_window must be >= 0 (0 = off), got {self.sliding_window}")
         if self.layer_types:
@@ -206,13 +188,6 @@ class ModelConfig:
                                   f"{self.num_layers} layers")
             if "sliding_attention" in self.layer_types and not self.sliding_window:
                 raise ConfigError("model.layer_types names sliding_attention layers but model.sliding_window is 0")
-        if self.logn_attention and self.logn_attention < 2:
-            raise ConfigError(f"model.logn_attention is a base length in tokens (>= 2), or 0 for off; "
-                              f"got {self.logn_attention}")
-        bad = [i for i in self.nope_layers if not 0 <= i < self.num_layers]
-        if bad or len(set(self.nope_layers)) != len(self.nope_layers):
-            raise ConfigError(f"model.nope_layers: distinct layer indices in 0..{self.num_layers - 1}, "
-                              f"got {list(self.nope_layers)}")
         if self.mlp_chunk < 0:
             raise ConfigError(f"model.mlp_chunk must be >= 0 (tokens per device per MLP step), got {self.mlp_chunk}")
         if self.rope_theta_override is not None and self.rope_theta_override <= 0:

@@ -43,7 +43,7 @@ class LoraParam(nnx.Param):
 
 
 class ConvParam(nnx.Param):
-    """The optional short convolution's taps [W, E], or [W, E, E] with model.short_conv_mix dense (short_conv.py)."""
+    """The optional short convolution's taps [W, E, E], a full matrix per tap (short_conv.py)."""
 
 
 def _dtype(name: str):
@@ -126,10 +126,7 @@ class Decoder(nnx.Module):
         self.layers = LayerStack(config, rngs=rngs)
         self.final_norm = _param(NormParam, jnp.ones((e,), dtype), ("embed",))
         if config.short_conv:
-            if config.short_conv_mix == "dense":
-                self.conv = _param(ConvParam, jnp.zeros((config.short_conv, e, e), dtype), (None, "embed", None))
-            else:
-                self.conv = _param(ConvParam, jnp.zeros((config.short_conv, e), dtype), (None, "embed"))
+            self.conv = _param(ConvParam, jnp.zeros((config.short_conv, e, e), dtype), (None, "embed", None))
         if not config.tie_embeddings:
             self.lm_head = _param(EmbedParam, _init("normal", rngs.params(), (v, e), config, dtype),
                                   ("vocab", "embed"))
@@ -155,16 +152,14 @@ class Decoder(nnx.Module):
         x = constrain(x, ("batch", "seq", "embed"))
         cos, sin = rope_cos_sin(config, positions)
 
-        # static per layer (window, RoPE or not); mixed local/global or RoPE/NoPE layers are unrolled
-        kinds = tuple(zip(config.layer_windows, config.layer_rope, strict=True))
-        scanned = config.scan_layers and len(set(kinds)) == 1
+        # static per layer (its window); mixed local/global layers are unrolled
+        windows = config.layer_windows
+        scanned = config.scan_layers and len(set(windows)) == 1
 
-        def make_body(kind):
-            window, rope = kind
-
+        def make_body(window):
             def body(x, p):
                 x = checkpoint_name(x, "layer_input")  # what remat "offload_input" moves to host memory
-                return L.layer(p, x, cos, sin, segment_ids, positions, attend, config, return_kv, window, rope)
+                return L.layer(p, x, cos, sin, segment_ids, positions, attend, config, return_kv, window)
 
             if config.remat != "none":
                 body = jax.checkpoint(body, policy=L.remat_policy(config.remat),
@@ -173,12 +168,12 @@ class Decoder(nnx.Module):
 
         stacked = self.layers.arrays()
         if scanned:
-            x, kv = jax.lax.scan(make_body(kinds[0]), x, stacked)
+            x, kv = jax.lax.scan(make_body(windows[0]), x, stacked)
         else:
-            bodies = {w: make_body(w) for w in set(kinds)}
+            bodies = {w: make_body(w) for w in set(windows)}
             outs = []
             for i in range(config.num_layers):
-                x, kv_i = bodies[kinds[i]](x, {k: a[i] for k, a in stacked.items()})
+                x, kv_i = bodies[windows[i]](x, {k: a[i] for k, a in stacked.items()})
                 outs.append(kv_i)
             kv = jax.tree.map(lambda *a: jnp.stack(a), *outs) if return_kv else None
         hidden = L.rms_norm(x, self.final_norm[...], config.rms_norm_eps)

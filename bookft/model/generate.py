@@ -178,18 +178,16 @@ def _step_fn(graphdef):
         valid = valid | here[None, :]
         cache_pos = jnp.where(here[None, :], position[:, None], cache_pos)
         windows = jnp.asarray([w or np.iinfo(np.int32).max for w in config.layer_windows], jnp.int32)
-        ropes = jnp.asarray(config.layer_rope)
 
         def body(x, xs):
-            p, ck, cv, window, rope = xs
-            q, k, v = L.qkv(p, x, cos, sin, config, rope if not all(config.layer_rope) else True,
-                            position[:, None])
+            p, ck, cv, window = xs
+            q, k, v = L.qkv(p, x, cos, sin, config)
             ck = jnp.where(here[None, :, None, None], k.astype(ck.dtype), ck)
             cv = jnp.where(here[None, :, None, None], v.astype(cv.dtype), cv)
             seen = valid & (position[:, None] - cache_pos < window)  # sliding-window layers
             return L.finish(p, x, _decode_attention(q, ck, cv, seen), config), (ck, cv)
 
-        x, (cache_k, cache_v) = jax.lax.scan(body, x, (model.layers.arrays(), cache_k, cache_v, windows, ropes))
+        x, (cache_k, cache_v) = jax.lax.scan(body, x, (model.layers.arrays(), cache_k, cache_v, windows))
         hidden = L.rms_norm(x, model.final_norm[...], config.rms_norm_eps)
         return model.logits(hidden)[:, 0], cache_k, cache_v, valid, cache_pos
     return jax.jit(step, donate_argnums=(1, 2, 3, 8))

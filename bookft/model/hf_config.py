@@ -85,11 +85,8 @@ def config_from_hf(hf: dict[str, Any], where: str = "config.json", **knobs: Any)
             "qkv_bias": model_type == "qwen2",
             "qk_norm": model_type == "qwen3",
             "short_conv": int(hf.get("bookft_short_conv", 0)),
-            "short_conv_mix": str(hf.get("bookft_short_conv_mix", "depthwise")),
             "sliding_window": int(hf.get("bookft_sliding_window", 0)),
             "layer_types": tuple(hf.get("bookft_layer_types", ())),
-            "nope_layers": tuple(int(i) for i in hf.get("bookft_nope_layers", ())),
-            "logn_attention": int(hf.get("bookft_logn_attention", 0)),
         }
     except KeyError as e:
         raise ModelError(f"{where}: missing key {e.args[0]!r}") from None
@@ -151,15 +148,9 @@ def config_to_hf(config: ModelConfig, dtype: str | None = None) -> dict[str, Any
         hf["use_sliding_window"] = False
     if config.short_conv:  # read back by bookft (config_from_hf); transformers would ignore the layer
         hf["bookft_short_conv"] = config.short_conv
-        if config.short_conv_mix != "depthwise":
-            hf["bookft_short_conv_mix"] = config.short_conv_mix
     if config.sliding_window:  # bookft's own keys: read back by config_from_hf, refused by export
         hf["bookft_sliding_window"] = config.sliding_window
         hf["bookft_layer_types"] = list(config.layer_types)
-    if config.nope_layers:  # bookft's own key: read back by config_from_hf, refused by export
-        hf["bookft_nope_layers"] = list(config.nope_layers)
-    if config.logn_attention:  # bookft's own key: read back by config_from_hf, refused by export
-        hf["bookft_logn_attention"] = config.logn_attention
     return hf
 
 

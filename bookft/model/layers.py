@@ -71,18 +71,8 @@ def _proj(p: dict, name: str, x: jax.Array, eq: str, config: ModelConfig, target
     return y
 
 
-def logn_scale(positions: jax.Array, base: int) -> jax.Array:
-    """model.logn_attention: max(1, log(p + 1) / log(base)) per position p [B,S] (float32)."""
-    p = positions.astype(jnp.float32)
-    return jnp.maximum(1.0, jnp.log1p(jnp.maximum(p, 0.0)) / jnp.log(jnp.float32(base)))
-
-
-def qkv(p: dict, x: jax.Array, cos: jax.Array, sin: jax.Array, config: ModelConfig, rope=True,
-        positions: jax.Array | None = None):
-    """x [B,S,E] (residual stream) -> q [B,S,Hq,D], k, v [B,S,Hkv,D] after norm, bias, qk-norm, RoPE.
-    rope: False for a NoPE layer (model.nope_layers); a traced bool (a scan over layers) selects.
-    positions [B,S]: each token's position in its document, for model.logn_attention (which scales q:
-    the same as scaling that query's logits, so every attention strategy and kernel applies it alike)."""
+def qkv(p: dict, x: jax.Array, cos: jax.Array, sin: jax.Array, config: ModelConfig):
+    """x [B,S,E] (residual stream) -> q [B,S,Hq,D], k, v [B,S,Hkv,D] after norm, bias, qk-norm, RoPE."""
     eps = config.rms_norm_eps
     h = rms_norm(x, p["attn_norm"], eps)
     q = _proj(p, "wq", h, "bse,hde->bshd", config, "q")
@@ -92,14 +82,7 @@ def qkv(p: dict, x: jax.Array, cos: jax.Array, sin: jax.Array, config: ModelConf
         q, k, v = q + p["bq"].astype(q.dtype), k + p["bk"].astype(k.dtype), v + p["bv"].astype(v.dtype)
     if config.qk_norm:
         q, k = rms_norm(q, p["q_norm"], eps), rms_norm(k, p["k_norm"], eps)
-    if rope is True:
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-    elif rope is not False:
-        q, k = jnp.where(rope, apply_rope(q, cos, sin), q), jnp.where(rope, apply_rope(k, cos, sin), k)
-    if config.logn_attention:
-        if positions is None:
-            raise ValueError("model.logn_attention needs the tokens' positions")
-        q = q * logn_scale(positions, config.logn_attention)[:, :, None, None].astype(q.dtype)
+    q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
     q = constrain(q, ("batch", "seq", "heads", "head_dim"))
     k = constrain(k, ("batch", "seq", "kv_heads", "head_dim"))
     v = constrain(v, ("batch", "seq", "kv_heads", "head_dim"))
@@ -139,10 +122,10 @@ def mlp(p: dict, x: jax.Array, config: ModelConfig) -> jax.Array:
 
 def layer(p: dict, x: jax.Array, cos: jax.Array, sin: jax.Array, segment_ids: jax.Array,
           positions: jax.Array, attend: Attend, config: ModelConfig, return_kv: bool = False,
-          window: int = 0, rope: bool = True):
+          window: int = 0):
     """One decoder layer on the residual stream x [B,S,E]; optionally also returns (k, v).
-    window > 0: a sliding-window layer (the attend gets window=...); rope False: a NoPE layer."""
-    q, k, v = qkv(p, x, cos, sin, config, rope, positions)
+    window > 0: a sliding-window layer (the attend gets window=...)."""
+    q, k, v = qkv(p, x, cos, sin, config)
     attn = attend(q, k, v, segment_ids, positions, window=window) if window else attend(q, k, v, segment_ids, positions)
     out = finish(p, x, attn, config)
     return (out, (k, v)) if return_kv else (out, None)

@@ -1,7 +1,6 @@
-"""A causal depthwise short convolution over the token embeddings (`model.short_conv: W`, 0 = off).
+"""A causal short convolution over the token embeddings (`model.short_conv: W`, 0 = off).
 
-    x'_t = x_t + sum_{k=0}^{W-1} w_k * x_{t-k}      (x = token embeddings, w [W, E], zero-initialised)
-    x'_t = x_t + sum_{k=0}^{W-1} x_{t-k} @ W_k      (model.short_conv_mix: dense, W [W, E, E])
+    x'_t = x_t + sum_{k=0}^{W-1} x_{t-k} @ W_k      (x = token embeddings, W [W, E, E], zero-initialised)
 
 Why: a tiny model trained from scratch has to grow a "previous token" attention head before it can
 copy a fact from far back (an induction head); the convolution hands every position the identity
@@ -19,12 +18,11 @@ Design choices:
   ids move ([B, S], a few MB at 1M tokens), never activations.
 - The taps are embeddings of the earlier ids, so the layer is a function of the ids alone; one
   decode step needs just the previous W-1 ids of its row (`history`), no cache of activations.
-- Dense taps (issue 16): with depthwise taps every earlier token lands in the embedding space of the
-  current one, scaled per channel, so "digit d one token back" and "digit d here" differ only by
-  channel weights; the copying head of a tiny model then looks at the right needle token but reads
-  a blend of it and its neighbours (benchmarks/copy_attention.py). A full matrix per tap can give
-  each offset a subspace of its own, as a previous-token attention head writes through its OV
-  matrix (Olsson et al. 2022, induction heads), at W*E*E parameters (131k at W=8, E=128).
+- A full matrix per tap (issue 16): it can give each offset a subspace of its own, as a
+  previous-token attention head writes through its OV matrix (Olsson et al. 2022, induction heads),
+  at W*E*E parameters (131k at W=8, E=128). Per-channel taps, tried before, put "digit d one token
+  back" in the embedding space of "digit d here", and the copying head of a tiny model read a blend
+  of the needle token and its neighbours (benchmarks/copy_attention.py; docs/log.md).
 """
 
 from __future__ import annotations
@@ -59,14 +57,14 @@ def earlier_ids(ids: jax.Array, positions: jax.Array, segment_ids: jax.Array, wi
 
 
 def apply(table: jax.Array, weight: jax.Array, taps: jax.Array) -> jax.Array:
-    """table [V,E] (compute dtype), weight [W,E] (depthwise) or [W,E,E] (dense), taps [W, ...] ids
-    (-1 = none) -> x' [..., E]: the embedding of taps[0] plus the weighted embeddings of the W taps."""
+    """table [V,E] (compute dtype), weight [W,E,E], taps [W, ...] ids (-1 = none) -> x' [..., E]: the
+    embedding of taps[0] plus the W taps' embeddings, each through its matrix."""
     x = jnp.take(table, jnp.maximum(taps[0], 0), axis=0)
     out = x
     for k in range(weight.shape[0]):
         e = jnp.take(table, jnp.maximum(taps[k], 0), axis=0)
         w = weight[k].astype(e.dtype)
-        mixed = e * w if weight.ndim == 2 else jnp.einsum("...e,ef->...f", e, w)
+        mixed = jnp.einsum("...e,ef->...f", e, w)
         out = out + jnp.where((taps[k] >= 0)[..., None], mixed, 0)
     return out
 

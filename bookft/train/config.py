@@ -37,9 +37,6 @@ class Stage:
     seq_len: int
     steps: int
     lr_scale: float = 1.0  # multiplies the schedule's learning rate during this stage
-    # corpus: rows of the corpus; copy: synthetic repeated random strings (bookft/train/synthetic.py),
-    # the induction warm-up that makes a model trained from scratch find the copy early
-    data: Literal["corpus", "copy"] = "corpus"
     # > 0: a gated stage. It ends at the first needle probe (train.probe_every) whose accuracy at the
     # longest probe length <= seq_len reaches `until`; `steps` is then its cap. Later stages move
     # earlier and the schedule (lr scales, wsd decay) follows the realised lengths (bookft/train/gate.py)

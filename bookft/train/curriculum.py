@@ -1,4 +1,4 @@
-"""Which stage of the length curriculum a step is in: its row length and what its rows are made of."""
+"""Which stage of the length curriculum a step is in, and its row length."""
 
 from __future__ import annotations
 
@@ -16,9 +16,3 @@ def stage_len(cfg: RunConfig, step: int, corpus_len: int) -> int:
     """Row length of `step` (0-based) under the curriculum, else data.seq_len or the corpus's."""
     stage = stage_at(cfg, step)
     return stage.seq_len if stage is not None else (cfg.data.seq_len or corpus_len)
-
-
-def stage_data(cfg: RunConfig, step: int) -> str:
-    """What the rows of `step` are made of: "corpus" or "copy" (the synthetic warm-up)."""
-    stage = stage_at(cfg, step)
-    return stage.data if stage is not None else "corpus"

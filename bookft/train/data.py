@@ -176,11 +176,10 @@ class Batches:
                              f"train.grad_accum={self.grad_accum} micro-batches")
         return BatchPlan(rows=rows, row_len=row_len, grad_accum=self.grad_accum)
 
-    def rows_for_step(self, step: int, row_len: int, row_ids=None, data: str = "corpus",
+    def rows_for_step(self, step: int, row_len: int, row_ids=None,
                       cols: slice = slice(None)) -> dict[str, np.ndarray]:
         """Numpy rows [n, row_len] of step `step` (all rows, or just `row_ids`), in stored order, or
-        only the stored columns `cols` of them; `data="copy"`: the synthetic copy rows of an
-        induction warm-up stage (bookft.train.synthetic) instead.
+        only the stored columns `cols` of them.
 
         A corpus row is planned from the sequence's layout (segment ids, positions, loss weights:
         no tokens): which corpus position each stored column holds (`src`). Only the token ids at
@@ -190,15 +189,7 @@ class Batches:
         rows = range(self.batch_size * per_seq) if row_ids is None else row_ids
         out = {k: [] for k in FIELDS}
         for r in rows:
-            if data == "copy":
-                from bookft.train.synthetic import copy_sequence
-
-                row = shift_targets(copy_sequence(self.seed, step, r, row_len, self.corpus.vocab_size,
-                                                  reserved=self.reserved_ids))
-                row, _ = self._stored_order(row, np.arange(row_len))
-                row = {f: x[cols] for f, x in row.items()}
-            else:
-                row = self._corpus_row(step, row_len, r, cols)
+            row = self._corpus_row(step, row_len, r, cols)
             for f in FIELDS:
                 out[f].append(row[f])
         return {f: np.stack(v) for f, v in out.items()}
@@ -277,14 +268,7 @@ class Batches:
         row["targets"] = np.where(row.pop("same"), ids[np.searchsorted(need, nxt)], 0).astype(np.int32)
         return row
 
-    @property
-    def reserved_ids(self) -> int:
-        """Ids below this are special tokens (a trained BPE puts EOS and PAD first); copy rows avoid them."""
-        info = getattr(self.corpus, "manifest", {}).get("tokenizer", {})
-        ids = [i for i in (info.get("eos_id"), info.get("pad_id")) if isinstance(i, int)]
-        return max(ids) + 1 if ids and max(ids) < 16 else 0
-
-    def global_batch(self, step: int, row_len: int, shardings=None, data: str = "corpus"):
+    def global_batch(self, step: int, row_len: int, shardings=None):
         """The step's batch as arrays [grad_accum, rows/grad_accum, row_len].
 
         With `shardings` (a NamedSharding per field for that shape) the arrays are assembled per
@@ -293,7 +277,7 @@ class Batches:
         plan = self.plan(row_len)
         shape = (plan.grad_accum, plan.rows // plan.grad_accum, row_len)
         if shardings is None:
-            rows = self.rows_for_step(step, row_len, data=data)
+            rows = self.rows_for_step(step, row_len)
             return {f: v.reshape(shape) for f, v in rows.items()}
         import jax
 
@@ -304,7 +288,7 @@ class Batches:
             key = tuple((x.start, x.stop, x.step) for x in (a, b, c))
             if key not in cache:  # the fields of one device's block, read once
                 ids = [i * shape[1] + j for i in a for j in b]
-                got = self.rows_for_step(step, row_len, ids, data=data, cols=index[2])
+                got = self.rows_for_step(step, row_len, ids, cols=index[2])
                 cache[key] = {f: v.reshape(len(a), len(b), len(c)) for f, v in got.items()}
             return cache[key]
 

@@ -51,15 +51,4 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, *, dtype: str | N
                          f"{config.sliding_window}, layer_types {list(config.layer_types)}), which transformers' "
                          f"{config.model_type} would load as full attention and give wrong outputs. Evaluate it "
                          "with bookft (bookft eval niah --checkpoint), or train without model.sliding_window.")
-    if config.nope_layers:
-        raise ModelError(f"{src}: this model has layers without RoPE (model.nope_layers="
-                         f"{list(config.nope_layers)}), which transformers' {config.model_type} would load with "
-                         "RoPE and give wrong outputs. Evaluate it with bookft (bookft eval niah --checkpoint), "
-                         "or train without model.nope_layers to export.")
-    if config.logn_attention:
-        raise ModelError(f"{src}: this model scales its attention logits with log(position) past "
-                         f"{config.logn_attention} tokens (model.logn_attention), which transformers' "
-                         f"{config.model_type} does not do; it would load and give wrong outputs past that "
-                         "length. Evaluate it with bookft (bookft eval niah --checkpoint), or train with "
-                         "model.logn_attention=0 to export.")
     return save_hf(model, config, out, tokenizer_dir=tokenizer_dir, dtype=dtype)

@@ -46,7 +46,7 @@ from bookft.parallel.hardware import chip_for_device, peak_memory_bytes
 from bookft.train import corpus_pin, gate
 from bookft.train.checkpoint import Checkpointer
 from bookft.train.config import RunConfig
-from bookft.train.curriculum import stage_data, stage_len
+from bookft.train.curriculum import stage_len
 from bookft.train.data import Batches
 from bookft.train.metrics import MetricsLog, mfu
 from bookft.train.program import build_program, check_rows, resolve_model_config, train_mesh
@@ -256,7 +256,7 @@ class Trainer:
         row_len = stage_len(self.cfg, step, self.corpus.seq_len)
         shard = {f: self.bsh for f in ("input_ids", "targets", "weights", "positions", "segment_ids")}
         t0 = time.perf_counter()
-        batch = self.batches.global_batch(step, row_len, shard, data=stage_data(self.cfg, step))
+        batch = self.batches.global_batch(step, row_len, shard)
         self.state, m = self.program.step(self.state, self.frozen, batch)
         loss = float(m["loss"])
         dt = time.perf_counter() - t0

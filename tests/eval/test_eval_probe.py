@@ -24,7 +24,7 @@ parallel: {mesh: {data: 1, fsdp: 1, context: 4}, cpu_devices: 4}
 data: {corpus: CORPUS, batch_size: 1}
 train: {steps: 5, loss_chunk: 64, probe_every: 2, probe: {lengths: [384, 512], depths: [0, 100], seeds: [100]},
         optimizer: {lr: 3.0e-3, warmup_steps: 2},
-        curriculum: [{seq_len: 64, steps: 2, data: copy}, {seq_len: 128, steps: 3}]}
+        curriculum: [{seq_len: 64, steps: 2}, {seq_len: 128, steps: 3}]}
 checkpoint: {every: 100, keep: 1, async_save: false}
 eval: {phrasing: short, lengths: [512], batch_size: 2}
 """

@@ -11,7 +11,7 @@ from bookft.model.decoder import init_model
 
 
 def _reference(ids, seg, weight, table):
-    """Plain-order numpy conv: x_t + sum_k w_k x_{t-k} within the segment."""
+    """Plain-order numpy conv: x_t + sum_k x_{t-k} @ W_k within the segment."""
     b, s = ids.shape
     out = table[ids].copy()
     for r in range(b):
@@ -20,8 +20,7 @@ def _reference(ids, seg, weight, table):
                 continue
             for k in range(weight.shape[0]):
                 if t - k >= 0 and seg[r, t - k] == seg[r, t]:
-                    e = table[ids[r, t - k]]
-                    out[r, t] += weight[k] * e if weight.ndim == 2 else e @ weight[k]
+                    out[r, t] += table[ids[r, t - k]] @ weight[k]
     return out
 
 
@@ -40,12 +39,11 @@ def _packed(b=2, s=32, seed=0):
     return ids, pos, seg
 
 
-@pytest.mark.parametrize("mix", ["depthwise", "dense"])
-def test_short_conv_exact_in_zigzag_order(mix):
+def test_short_conv_exact_in_zigzag_order():
     ids, pos, seg = _packed()
     rng = np.random.default_rng(1)
     table = rng.standard_normal((50, 6)).astype(np.float32)
-    weight = rng.standard_normal((4, 6) if mix == "depthwise" else (4, 6, 6)).astype(np.float32)
+    weight = rng.standard_normal((4, 6, 6)).astype(np.float32)
     want = _reference(ids, seg, weight, table)
     for cp in (1, 2, 4):
         lb = [np.asarray(load_balance(jnp.asarray(x), cp)) for x in (ids, pos, seg)]
@@ -77,7 +75,7 @@ def test_short_conv_model_starts_as_plain_llama():
     ids = jnp.asarray(np.random.default_rng(0).integers(0, 64, (2, 16)), jnp.int32)
     pos = jnp.broadcast_to(jnp.arange(16), (2, 16))
     m0, m1 = init_model(base), init_model(conv)
-    assert m1.conv[...].shape == (8, 32) and not np.any(np.asarray(m1.conv[...]))
+    assert m1.conv[...].shape == (8, 32, 32) and not np.any(np.asarray(m1.conv[...]))
     h1 = m1(ids, pos)
     m1.embed[...], m1.lm_head[...] = m0.embed[...], m0.lm_head[...]
     # zero taps: the embeddings pass through unchanged, whatever the other weights are
@@ -87,33 +85,31 @@ def test_short_conv_model_starts_as_plain_llama():
     assert np.isfinite(np.asarray(h1)).all()
 
 
-@pytest.mark.parametrize("mix", ["depthwise", "dense"])
-def test_short_conv_round_trips_through_bookft_hf_folder_and_export_refuses(tmp_path, mix):
+def test_short_conv_round_trips_through_bookft_hf_folder_and_export_refuses(tmp_path):
     from bookft.errors import ModelError
     from bookft.model.hf_io import load_hf, save_hf
     from bookft.train.export import export_checkpoint
 
     cfg = ModelConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_heads=4, num_kv_heads=2,
-                      compute_dtype="float32", remat="none", short_conv=4, short_conv_mix=mix)
+                      compute_dtype="float32", remat="none", short_conv=4)
     m = init_model(cfg)
     m.conv[...] = jnp.asarray(np.random.default_rng(0).standard_normal(m.conv[...].shape), jnp.float32)
     save_hf(m, cfg, tmp_path / "hf")
     back, cfg2 = load_hf(tmp_path / "hf")
-    assert cfg2.short_conv == 4 and cfg2.short_conv_mix == mix
+    assert cfg2.short_conv == 4
     np.testing.assert_array_equal(np.asarray(back.conv[...]), np.asarray(m.conv[...]))
     with pytest.raises(ModelError, match="short convolution"):
         export_checkpoint(tmp_path / "hf", tmp_path / "out")
 
 
-@pytest.mark.parametrize("mix", ["depthwise", "dense"])
-def test_short_conv_greedy_decode_matches_full_forward(mix):
+def test_short_conv_greedy_decode_matches_full_forward():
     from bookft.model import forward_logits, generate_greedy
 
     cfg = ModelConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_heads=4, num_kv_heads=2,
-                      compute_dtype="float32", remat="none", short_conv=4, short_conv_mix=mix)
+                      compute_dtype="float32", remat="none", short_conv=4)
     m = init_model(cfg, seed=1)
     m.conv[...] = jnp.asarray(np.random.default_rng(0).standard_normal(m.conv[...].shape) * 0.3, jnp.float32)
-    assert m.conv[...].shape == ((4, 32) if mix == "depthwise" else (4, 32, 32))
+    assert m.conv[...].shape == (4, 32, 32)
     prompt = np.random.default_rng(2).integers(0, 64, (2, 9)).astype(np.int32)
     new = generate_greedy(m, prompt, 5)
     seq = prompt
@@ -122,10 +118,3 @@ def test_short_conv_greedy_decode_matches_full_forward(mix):
         np.testing.assert_array_equal(new[:, i], nxt)
         seq = np.concatenate([seq, nxt[:, None]], axis=1)
 
-
-def test_short_conv_mix_is_validated():
-    from bookft.errors import ConfigError
-
-    with pytest.raises(ConfigError, match="short_conv_mix"):
-        ModelConfig(vocab_size=16, hidden_size=8, intermediate_size=16, num_heads=2, num_kv_heads=2, short_conv=4,
-                    short_conv_mix="full").validate()

@@ -94,18 +94,3 @@ def test_memory_levers_keep_loss_and_gradients(reference, remat):
     assert abs(loss - ref_loss) <= 1e-5 * abs(ref_loss)
     for g, r in zip(jax.tree.leaves(grads), jax.tree.leaves(ref_grads), strict=True):
         np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-5 * float(np.abs(r).max()))
-
-
-def test_logn_attention_matches_single_device():
-    """model.logn_attention scales each query by its document position: ring's load-balanced shards give
-    the single-device loss and gradients (positions up to 28, base 8: scales up to 1.62). Ulysses passed
-    too when measured; one strategy here keeps CI short."""
-    ref_loss, ref_grads = loss_and_grads("local", {"data": 1, "fsdp": 1, "context": 1}, logn_attention=8)
-    _, plain = loss_and_grads("local", {"data": 1, "fsdp": 1, "context": 1})
-    change = max(float(np.abs(a - b).max() / np.abs(b).max())
-                 for a, b in zip(jax.tree.leaves(ref_grads), jax.tree.leaves(plain), strict=True))
-    assert change > 1e-3  # the knob changes the gradients here (at init the loss moves by ~1e-6 only)
-    loss, grads = loss_and_grads("ring", {"data": 1, "fsdp": 2, "context": 4}, logn_attention=8)
-    assert abs(loss - ref_loss) <= 1e-5 * abs(ref_loss)
-    for g, r in zip(jax.tree.leaves(grads), jax.tree.leaves(ref_grads), strict=True):
-        np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-5 * float(np.abs(r).max()))
