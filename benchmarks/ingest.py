@@ -43,10 +43,10 @@ from rich.table import Table
 from bookft.config import from_dict
 from bookft.corpus.packing import pack
 from bookft.ingest import IngestConfig, build_corpus
-from bookft.ingest.build import _pool_extract
 from bookft.ingest.config import ExtractConfig, LimitsConfig
-from bookft.ingest.pdfwriter import book_pdf
+from bookft.ingest.phases.extract import pool_extract
 from bookft.ingest.sample import NAMES, WORDS, uslm_title
+from bookft.ingest.sample.pdfwriter import book_pdf
 from bookft.ingest.sources import extract, resolve_sources
 
 
@@ -189,8 +189,8 @@ def scale_pack_write(n_tokens: float, seq_len: int, work: Path) -> dict:
     same streaming code as a build; peak RSS shows memory does not grow with the corpus."""
     from bookft.corpus.store import FlatFile, staging_dir
     from bookft.corpus.writer import write_version
-    from bookft.ingest.build import NullProgress
     from bookft.ingest.documents import Document
+    from bookft.ingest.phases import NullProgress
 
     rng = np.random.default_rng(0)
     lengths = rng.integers(2_000, 400_000, size=int(n_tokens / 201_000) + 1)
@@ -489,7 +489,7 @@ def main() -> None:
     load_before = os.getloadavg()
     probe.phase = "pdf extract (benchmark pool)"
     t = time.perf_counter()
-    pages = sum(r.stats.get("pages", 0) for _, r in _pool_extract(jobs, args.workers, None))
+    pages = sum(r.stats.get("pages", 0) for _, r in pool_extract(jobs, args.workers, None))
     t_pdf = time.perf_counter() - t
 
     # 1b) CPU cost per page, one process (independent of how loaded the shared machine is)

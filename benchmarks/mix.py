@@ -3,7 +3,7 @@ against asked, counted from the written sequences (not from the manifest); then 
 --html` on it, rendered by headless Chromium (where installed) and checked to be non-blank.
 
 Sources are generated here: books (a JSONL line per book, 2 to 80 pages of the sample's prose), four
-generated Python repositories (bookft.ingest.sample_code) and short texts (20 to 300 words). Prints a
+generated Python repositories (bookft.ingest.sample.code) and short texts (20 to 300 words). Prints a
 rich table and writes benchmarks/results/mix.json.
 
     python benchmarks/mix.py [--seq-len 2048] [--books 40] [--short 3000]
@@ -32,7 +32,7 @@ from bookft.corpus import open_corpus
 from bookft.corpus.html_report import write_html_report
 from bookft.ingest import IngestConfig, build_corpus
 from bookft.ingest.sample import WORDS, book
-from bookft.ingest.sample_code import code_repository, write_repository
+from bookft.ingest.sample.code import code_repository, write_repository
 
 ASKED = {"books": 0.5, "code": 0.3, "short": 0.2}
 

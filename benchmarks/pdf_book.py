@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # benchmarks.ingest, and bookft of this checkout
 
 from benchmarks.ingest import _text  # noqa: E402
-from bookft.ingest.pdfwriter import book_pdf  # noqa: E402
+from bookft.ingest.sample.pdfwriter import book_pdf  # noqa: E402
 
 CHARS_PER_PAGE = 3570  # book_pdf's default layout (50 lines of <= 90 characters) with these paragraphs
 BARE = """
@@ -77,7 +77,7 @@ def _default_tokenizer() -> Path | None:
 
 def _trained_tokenizer(book: Path, dst: Path) -> Path:
     """Fallback: bookft's byte-level BPE trained on the book's text (once, untimed), as a tokenizer folder."""
-    from bookft.ingest.pdf import pdf_text
+    from bookft.ingest.formats.pdf import pdf_text
     from bookft.ingest.tokenize import train_bpe
 
     text, _ = pdf_text(book.read_bytes())
@@ -261,7 +261,7 @@ def main() -> None:
                                                                                                  strict=True)), 3)
     hashes = {name: sorted({m["data_hash"] for m in manifests[name]}) for name in manifests}
     m0 = manifests["split"][0]
-    from bookft.ingest.pdf import pdf_text
+    from bookft.ingest.formats.pdf import pdf_text
 
     text, _ = pdf_text(book.read_bytes())
     tok_cmp = tokenizer_strategies(text, tokenizer, args.workers, reps=3)

@@ -28,10 +28,10 @@ from rich.table import Table
 
 import bookft
 from bookft.ingest.config import ExtractConfig, LimitsConfig, OcrConfig
-from bookft.ingest.docx import extract_docx
-from bookft.ingest.epub import extract_epub
+from bookft.ingest.filters.secrets import SecretScanner
+from bookft.ingest.formats.docx import extract_docx
+from bookft.ingest.formats.epub import extract_epub
 from bookft.ingest.sample import WORDS
-from bookft.ingest.secrets import SecretScanner
 
 OPF = ('<package xmlns="http://www.idpf.org/2007/opf" version="3.0"><metadata xmlns:dc="http://purl.org/dc/'
        'elements/1.1/"><dc:title>Bench</dc:title></metadata><manifest>{items}</manifest><spine>{spine}</spine>'
@@ -97,7 +97,7 @@ def ocr_rate(tmp: Path) -> dict:
         return {"skipped": "tesseract is not on PATH"}
     from PIL import Image, ImageDraw, ImageFont
 
-    from bookft.ingest.pdf import pdf_text
+    from bookft.ingest.formats.pdf import pdf_text
 
     rng = random.Random(1)
     lines = [" ".join(rng.choice(WORDS) for _ in range(9)).capitalize() + "." for _ in range(40)]

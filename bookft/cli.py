@@ -4,7 +4,7 @@ Light on purpose (the standard library only when imported): the extraction pool'
 main module again before their first task (multiprocessing's spawn preparation imports it as
 `__mp_main__`), so when the main module is this one, or the console script that imports it, a
 worker pays for what it imports. Typer, rich and every command module stay in bookft/app.py, which
-only `main()` imports; the forkserver preloads just the extraction jobs (bookft/ingest/pool.py).
+only `main()` imports; the forkserver preloads just the extraction jobs (bookft/ingest/engine/pool.py).
 
 `main()` starts that forkserver first, before typer and the commands import and parse, when the raw
 arguments of `bookft ingest` name a source big enough to use the pool (`argv_may_use_pool`): the
@@ -19,7 +19,7 @@ import sys
 def main() -> None:
     args = sys.argv[1:]
     if len(args) > 1 and args[0] == "ingest":
-        from bookft.ingest.pool import argv_may_use_pool, prestart
+        from bookft.ingest.engine.pool import argv_may_use_pool, prestart
 
         if argv_may_use_pool(args[1:]):
             prestart()

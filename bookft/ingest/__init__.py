@@ -2,6 +2,11 @@
 
 Public API: `IngestConfig`, `build_corpus(config) -> manifest`, `extract(job)` (the pure per-source
 function), `resolve_sources`, `train_bpe`, `load_tokenizer`.
+
+Layout (docs/design.md, "Inside ingest"): corpus_build.py (the whole build) and example_writer.py
+(its synthesis phase) on top of phases/ (one pass: extract, dedup, tokenize, pack, write, publish);
+formats/ (one reader per format), filters/ (secrets, duplicates), engine/ (pool, Ray, jobs, cache);
+sample/ (the built-in sample corpus) apart.
 """
 
 from bookft._lazy import lazy

@@ -2,7 +2,7 @@
 
 Design choices:
 - One `IngestConfig` describes a whole corpus build, so `corpora/NAME.yaml`, the CLI flags and the
-  refresh pipelines (issue 7) all feed the same object (`bookft.config.load(IngestConfig, ...)`).
+  refresh pipelines all feed the same object (`bookft.config.load(IngestConfig, ...)`).
 - Limits are part of the config (hostile input has a bounded cost, and the bound is visible).
 - `sample:` asks for the built-in generated material (books as PDFs, a USLM archive, JSONL opinions,
   a generated code repository) instead of, or besides, `sources:`.
@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from bookft.errors import ConfigError
-from bookft.ingest.mix_config import POLICIES, MixConfig, Policy, UpsampleLong  # issue 20: the mix
-from bookft.ingest.pool import PDF_PAGES_PER_JOB
-from bookft.ingest.retrieval_config import RetrievalConfig  # issue 9: synthesized retrieval examples
+from bookft.ingest.engine.pool import PDF_PAGES_PER_JOB
+from bookft.ingest.mix_config import POLICIES, MixConfig, Policy, UpsampleLong  # the mix
+from bookft.needles.retrieval_config import RetrievalConfig  # synthesized retrieval examples
 
-ENGINES = ("local", "ray")  # where the per-source extraction jobs run (bookft/ingest/ray_engine.py)
+ENGINES = ("local", "ray")  # where the per-source extraction jobs run (bookft/ingest/engine/ray_engine.py)
 
-Kind = Literal["auto", "pdf", "epub", "docx", "code", "legal", "jsonl", "html", "text"]
+Kind = Literal["auto", "pdf", "epub", "docx", "code", "legal", "jsonl", "html", "text"]  # formats/registry.py
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,7 +73,7 @@ class LimitsConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class OcrConfig:
-    """OCR of PDF pages without a text layer (bookft/ingest/ocr.py): Tesseract, when it is on PATH."""
+    """OCR of PDF pages without a text layer (bookft/ingest/formats/ocr.py): Tesseract, when it is on PATH."""
 
     enabled: bool = False  # the per-corpus switch (`--set extract.ocr.enabled=true`)
     lang: str = "eng"  # tesseract -l (installed traineddata, e.g. "eng+deu")
@@ -89,7 +89,7 @@ class OcrConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class SecretsConfig:
-    """Secret scanning with detect-secrets before tokenization (bookft/ingest/secrets.py): found secrets
+    """Secret scanning with detect-secrets before tokenization (bookft/ingest/filters/secrets.py): found secrets
     are redacted to a placeholder and listed (file, line, kind; never the value) in the manifest."""
 
     code: bool = True  # code repositories: on by default (`--no-secret-scan` or `extract.secrets.code=false`)
@@ -104,7 +104,7 @@ class ExtractConfig:
     ocr: OcrConfig = field(default_factory=OcrConfig)  # off by default
     secrets: SecretsConfig = field(default_factory=SecretsConfig)
     pdf_pages_per_job: int = PDF_PAGES_PER_JOB  # a PDF of more pages is read as page ranges of this many, in parallel
-    #   (build.py, issue 18), then reassembled: the same document as one job; 0 = never split. It only
+    #   (phases/extract.py), then reassembled: the same document as one job; 0 = never split. It only
     #   changes speed, so it is not part of the extraction cache key (sources.py `job_key`). 100 (about
     #   0.15 s of pdfium per range): enough ranges that the pool and the building process end together.
 
@@ -144,7 +144,7 @@ class PackingConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class NearDedupConfig:
-    """MinHash/LSH near-duplicate removal (bookft/ingest/neardup.py); off by default (costs a pass over the text)."""
+    """MinHash/LSH near-duplicate removal (ingest/filters/neardup.py); off by default (costs a pass over the text)."""
 
     enabled: bool = False
     threshold: float = 0.8  # estimated Jaccard similarity of word shingles at which a later document is dropped
@@ -170,7 +170,7 @@ class SampleConfig:
     legal_titles: int = 2
     sections_per_title: int = 25
     opinions: int = 30
-    code_repository: bool = True  # a generated Python repository (bookft.ingest.sample_code)
+    code_repository: bool = True  # a generated Python repository (bookft.ingest.sample.code)
     code_modules: int = 90  # its modules (about 6.5 KB each)
 
 

@@ -3,7 +3,7 @@
 Design choices:
 - One build for every caller (`bookft ingest`, `bookft quickstart`, `bookft pipeline run`), so the
   same definition and sources publish the same corpus whoever runs it.
-- Without a `retrieval:` section (rate 0) the build is one pass of ingest/build.py.
+- Without a `retrieval:` section (rate 0) the build is one pass (ingest/phases/, `build_pass`).
 - With one, synthesizing training examples is a phase between two passes:
   1. the plain pass stages the definition's sources and is never published (its documents and
      tokenizer are the synthesis's material);
@@ -26,10 +26,10 @@ from pathlib import Path
 import numpy as np
 
 from bookft.errors import IngestError
-from bookft.ingest.build import build_pass
 from bookft.ingest.example_writer import BuildCache, synthesize
-from bookft.ingest.examples import MARK
-from bookft.ingest.retrieval_config import RetrievalConfig
+from bookft.ingest.phases import build_pass
+from bookft.needles.examples import MARK
+from bookft.needles.retrieval_config import RetrievalConfig
 
 SYNTH_DIR = "retrieval-sources"
 

@@ -2,19 +2,23 @@
 
 Design choices:
 - Extraction is a pure function `path -> ExtractResult` (picklable in and out), so a process pool
-  (or Ray Data, ingest/ray_engine.py) maps it over sources; nothing here touches the corpus directory.
+  (or Ray Data, ingest/engine/ray_engine.py) maps it over sources; nothing here touches the corpus directory.
 - Every file an extractor saw ends up as an `Entry` (ingested / skipped / failed + reason): nothing
   is lost silently, and the manifest can list it.
-- Text normalisation shared by all sources lives here (`clean_text`).
+- Text normalisation shared by all sources is `clean_text` (bookft/needles/text.py, re-exported
+  here): the example synthesizer below ingest measures its examples in the same text form.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
-import unicodedata
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from bookft.needles.text import clean_text
+
+__all__ = ["STATUSES", "Document", "Entry", "ExtractResult", "clean_text", "decode_text", "file_hash",
+           "looks_binary", "text_hash"]
 
 STATUSES = ("ingested", "skipped", "failed")
 
@@ -76,28 +80,6 @@ def file_hash(path, chunk: int = 1 << 20) -> str:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
-
-
-_LIGATURES = {"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl",
-              "\ufb05": "st", "\ufb06": "st"}
-_LIG_RE = re.compile("[" + "".join(_LIGATURES) + "]")
-_CTRL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-_SPACES_RE = re.compile(r"[ \t\u00a0]+\n")
-_BLANKS_RE = re.compile(r"\n{3,}")
-
-
-def clean_text(text: str) -> str:
-    """Normalise newlines, ligatures, control characters, trailing spaces and runs of blank lines."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    if not text.isascii():  # ASCII has no ligatures and is NFC already (the scans cost ~30 ms per 4M chars)
-        text = _LIG_RE.sub(lambda m: _LIGATURES[m.group()], text)
-        text = unicodedata.normalize("NFC", text)
-    text = _CTRL_RE.sub("", text)
-    if " \n" in text or "\t\n" in text or "\u00a0\n" in text:  # the regex tries every space: ~50 ms per 4M chars
-        text = _SPACES_RE.sub("\n", text)
-    if "\n\n\n" in text:
-        text = _BLANKS_RE.sub("\n\n", text)
-    return text.strip()
 
 
 def decode_text(data: bytes) -> tuple[str, str]:

@@ -1,4 +1,4 @@
-"""Sequences of synthesized training examples (bookft.ingest.examples) written to JSON Lines files
+"""Sequences of synthesized training examples (bookft.needles.examples) written to JSON Lines files
 by a pool of worker processes, with the build's caches filled for each file.
 
 Design choices:
@@ -21,10 +21,10 @@ import numpy as np
 
 from bookft.errors import IngestError
 from bookft.ingest.config import ExtractConfig, LimitsConfig
-from bookft.ingest.examples import MARK, _Pool, build_example
-from bookft.ingest.retrieval_config import RetrievalConfig
-from bookft.ingest.text import COLLECTION_FIELD
-from bookft.ingest.tokencount import TokenCounter
+from bookft.ingest.formats.text import COLLECTION_FIELD
+from bookft.needles.examples import MARK, DocumentPool, build_example
+from bookft.needles.retrieval_config import RetrievalConfig
+from bookft.needles.tokencount import TokenCounter
 
 
 @dataclass(frozen=True)
@@ -47,13 +47,13 @@ _WORKER: dict = {}
 def _init_worker(docs, tok_json, cfg, seq_len, out_dir, n_sequences, per_file, cache) -> None:
     from tokenizers import Tokenizer
 
-    _WORKER.update(pool=_Pool(docs), tok=TokenCounter(Tokenizer.from_str(tok_json)), cfg=cfg, seq_len=seq_len,
+    _WORKER.update(pool=DocumentPool(docs), tok=TokenCounter(Tokenizer.from_str(tok_json)), cfg=cfg, seq_len=seq_len,
                    out=Path(out_dir), n=n_sequences, per_file=per_file, cache=cache)
 
 
 def _fill_cache(bc: BuildCache, path: Path, tok: TokenCounter) -> None:
     """Extraction and token cache entries for the synthesized file `path`, as build_corpus makes them."""
-    from bookft.ingest.cache import SourceCache, write_extract
+    from bookft.ingest.engine.cache import SourceCache, write_extract
     from bookft.ingest.sources import content_hash, extract, job_key, resolve_sources
     from bookft.ingest.tokenize import encode_source
 

@@ -3,14 +3,15 @@
 Design choices:
 - `resolve_sources` turns paths into `ExtractJob`s (kind detected per source when `auto`): a PDF,
   EPUB or DOCX file, an archive, a code repository folder, a legal folder, a JSONL/HTML/text file.
-  A plain folder of books/texts is expanded into one job per file, so refreshes (issue 7)
+  A plain folder of books/texts is expanded into one job per file, so refreshes
   re-extract only what changed. Paths that cannot be used become failed/skipped manifest entries,
   never exceptions.
 - `extract(job) -> ExtractResult` is a pure function of the job (picklable), run by a process pool
-  here or as Ray Data tasks (`engine: ray`, ingest/ray_engine.py). `job_key` is its cache key: the content hash of
+  or as Ray Data tasks (`engine: ray`, ingest/engine/ray_engine.py); it dispatches by kind through
+  the format registry (ingest/formats/registry.py). `job_key` is its cache key: the content hash of
   the source plus the extractor version and options. A PDF password travels in the job (never in
   the manifest); the key holds only a salted, slow hash of it, so a changed password re-extracts.
-- Secrets (bookft/ingest/secrets.py) are redacted inside extraction, before anything is cached or
+- Secrets (bookft/ingest/filters/secrets.py) are redacted inside extraction, before anything is cached or
   tokenized: code repositories by default, legal sources when asked (`extract.secrets`).
 """
 
@@ -22,19 +23,14 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bookft.ingest.archive import extract_legal, is_archive
-from bookft.ingest.code import VENDORED_DIRS, extract_code, looks_like_repository
 from bookft.ingest.config import ExtractConfig, LimitsConfig
 from bookft.ingest.documents import Entry, ExtractResult, file_hash
-from bookft.ingest.docx import extract_docx
-from bookft.ingest.epub import extract_epub
-from bookft.ingest.pdf import extract_pdf
-from bookft.ingest.secrets import scanner
-from bookft.ingest.text import extract_text_file
+from bookft.ingest.formats.code import VENDORED_DIRS, Walker, looks_like_repository
+from bookft.ingest.formats.members import is_archive
+from bookft.ingest.formats.registry import file_kind, reader
 
 EXTRACTOR_VERSION = "1"
 LEGAL_EXTS = (".xml", ".jsonl", ".ndjson", ".html", ".htm")
-KINDS = ("pdf", "epub", "docx", "code", "legal", "jsonl", "html", "text")
 BOOK_KINDS = ("pdf", "epub", "docx")  # one file is one work: its own collection
 BOOK_EXTS = (".pdf", ".epub", ".docx")
 
@@ -42,36 +38,11 @@ BOOK_EXTS = (".pdf", ".epub", ".docx")
 @dataclass(frozen=True)
 class ExtractJob:
     path: str
-    kind: str  # one of KINDS
+    kind: str  # one of KINDS (formats/registry.py)
     collection: str
     extract: ExtractConfig
     limits: LimitsConfig
     pdf_password: str | None = field(default=None, repr=False)
-
-
-def file_kind(path: Path) -> str:
-    low = path.name.lower()
-    if is_archive(path):
-        return "legal"
-    if low.endswith(".pdf"):
-        return "pdf"
-    if low.endswith(".epub"):
-        return "epub"
-    if low.endswith(".docx"):
-        return "docx"
-    if low.endswith(".xml"):
-        return "legal"
-    if low.endswith((".jsonl", ".ndjson")):
-        return "jsonl"
-    if low.endswith((".html", ".htm", ".xhtml")):
-        return "html"
-    try:
-        with open(path, "rb") as f:
-            if f.read(5) == b"%PDF-":
-                return "pdf"
-    except OSError:
-        pass
-    return "text"
 
 
 def _files(folder: Path) -> list[Path]:
@@ -169,9 +140,7 @@ def content_hash(job: ExtractJob) -> str:
             return ""
     h = hashlib.sha256()
     if job.kind == "code":
-        from bookft.ingest.code import _Walker
-
-        walker = _Walker(p, ExtractResult(source=job.path, kind="code"), job.extract.code_include_hidden,
+        walker = Walker(p, ExtractResult(source=job.path, kind="code"), job.extract.code_include_hidden,
                          job.extract.code_skip_vendored)
         files = [fp for _, fp in walker.walk(p, "", [])]
         h.update(json.dumps([[e.source, e.reason] for e in walker.res.entries]).encode())
@@ -216,21 +185,7 @@ def extract(job: ExtractJob) -> ExtractResult:
             why = f"file over the {job.limits.max_file_mb:g} MiB cap"
             res.entries.append(Entry(job.path, "skipped", why, job.kind))
             return res
-        ocr = job.extract.ocr if job.extract.ocr.enabled else None
-        if job.kind == "pdf":
-            return extract_pdf(p, job.collection, job.extract.pdf_backend, password=job.pdf_password, ocr=ocr)
-        if job.kind == "epub":
-            return extract_epub(p, job.collection, job.limits)
-        if job.kind == "docx":
-            return extract_docx(p, job.collection, job.limits)
-        if job.kind == "code":
-            with scanner(job.extract.secrets.code) as secrets:
-                return extract_code(p, job.collection, job.limits.code_max_file_kb, job.extract.code_skip_vendored,
-                                    job.extract.code_include_hidden, secrets)
-        if job.kind == "legal":
-            with scanner(job.extract.secrets.legal) as secrets:
-                return extract_legal(p, job.collection, job.limits, job.extract, job.pdf_password, secrets)
-        return extract_text_file(p, job.collection, job.kind)
+        return reader(job.kind)(p, job)
     except Exception as e:  # a bug or an unforeseen file: report it, keep the run going
         res = ExtractResult(source=job.path, kind=job.kind)
         res.entries.append(Entry(job.path, "failed", f"unexpected error: {type(e).__name__}: {e}", job.kind))

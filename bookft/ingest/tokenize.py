@@ -6,11 +6,12 @@ Design choices:
 - The trained BPE's pre-tokenizer splits every digit on its own (Digits(individual_digits=True)
   before ByteLevel), so a number always tokenizes to the same digit tokens wherever it appears;
   256 byte symbols are always in the alphabet, so any text encodes without unknown tokens.
-- Documents are encoded paragraph by paragraph (units split after "\\n\\n") with the Rust batch
-  encoder (parallel); unit starts are the paragraph/file boundaries the packer may split at.
+- Documents are encoded paragraph by paragraph (units split after "\\n\\n": bookft/needles/text.py)
+  with the Rust batch encoder (parallel); unit starts are the paragraph/file boundaries the packer
+  may split at.
 - A long document is already cut into paragraph batches (a batch holds whole units, at most about
   BATCH_CHARS), and one call of the batch encoder spreads its units over every core itself (its Rust
-  thread pool, the GIL released), so no pool is needed (issue 18). benchmarks/pdf_book.py measures the
+  thread pool, the GIL released), so no pool is needed. benchmarks/pdf_book.py measures the
   alternatives on a 1,000-page book (`tokenize_strategies_seconds`): Python threads over paragraph
   batches compete for the same cores as the encoder's own threads and gain nothing measurable; a
   process pool is several times slower (each worker loads the tokenizer, the units and ids are
@@ -34,6 +35,10 @@ import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from bookft.errors import IngestError
+from bookft.needles.text import units
+
+__all__ = ["BATCH_CHARS", "EOS", "EOS_CANDIDATES", "PAD", "encode_documents", "encode_source", "fingerprint",
+           "load_tokenizer", "special_ids", "train_bpe", "units", "word_starts"]
 
 EOS = "<|endoftext|>"
 PAD = "<|pad|>"
@@ -106,15 +111,6 @@ def word_starts(tok: Tokenizer) -> np.ndarray:
         if i < n and t[:1] in ("\u0120", "\u010a", "\u0109", "\u2581", " ", "\n"):
             out[i] = True
     return out
-
-
-def units(text: str) -> list[str]:
-    """Split after each blank line; the concatenation of the units is the text."""
-    parts = text.split("\n\n")
-    out = [p + "\n\n" for p in parts[:-1]]
-    if parts[-1]:
-        out.append(parts[-1])
-    return [u for u in out if u]
 
 
 def _encode_batch(tok: Tokenizer, batch: list[str]) -> tuple[np.ndarray, np.ndarray]:

@@ -5,7 +5,7 @@ Order of a run (each step's failure is reported with the exit code below):
     take the corpus lock (runs/lock, flock)       -> 3 when another refresh holds it (or wait: --wait)
     plan: resolve sources, content hashes, diff   -> nothing changed: publish nothing, exit 0
     build_corpus with the extraction/token caches (only added/changed sources are extracted, by the
-    local pool or, with `engine: ray`, as Ray Data tasks: bookft/ingest/ray_engine.py), the
+    local pool or, with `engine: ray`, as Ray Data tasks: bookft/ingest/engine/ray_engine.py), the
     synthesized training examples included when the definition asks for them (the same build as
     `bookft ingest`: ingest/corpus_build.py)
     validate the staged version (bookft.pipelines.validate) -> 1, nothing published

@@ -8,19 +8,19 @@ import pytest
 from bookft.config import from_dict
 from bookft.errors import ConfigError, IngestError
 from bookft.eval.haystack import essay_sentences
-from bookft.ingest.documents import Document
 from bookft.ingest.corpus_build import loss_weights_fn
+from bookft.ingest.documents import Document
 from bookft.ingest.example_writer import synthesize
-from bookft.ingest.examples import (
+from bookft.ingest.tokenize import train_bpe
+from bookft.needles import NIAH_INSTRUCTION
+from bookft.needles.examples import (
     MARK,
-    _Pool,
+    DocumentPool,
     build_example,
     count_tokens,
     token_char_spans,
 )
-from bookft.ingest.retrieval_config import RetrievalConfig
-from bookft.ingest.tokenize import train_bpe
-from bookft.needles import NIAH_INSTRUCTION
+from bookft.needles.retrieval_config import RetrievalConfig
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,7 @@ def test_example_has_exact_length_and_answer_span(material):
     cfg = RetrievalConfig(rate=0.5)
     for length in (256, 512):
         rng = np.random.default_rng(length)
-        text, answers, n = build_example(tok, rng, _Pool(docs), cfg, "magic_number", length, 7)
+        text, answers, n = build_example(tok, rng, DocumentPool(docs), cfg, "magic_number", length, 7)
         assert len(answers) == 1
         (a0, a1), = answers
         assert n == count_tokens(tok, text) and length - 4 <= n <= length - 1
@@ -54,7 +54,7 @@ def test_example_has_exact_length_and_answer_span(material):
 def test_weights_on_answer_only(material):
     docs, tok = material
     cfg = RetrievalConfig(rate=0.5, context_weight=0.05, answer_weight=1.0, corpus_weight=0.5)
-    text, answers, n = build_example(tok, np.random.default_rng(0), _Pool(docs), cfg, "magic_number", 256, 1)
+    text, answers, n = build_example(tok, np.random.default_rng(0), DocumentPool(docs), cfg, "magic_number", 256, 1)
     (a0, a1), = answers
     ids = np.asarray(token_char_spans(tok, text)[0] + [0], np.int32)  # + EOS
     w = loss_weights_fn(tok, cfg)(Document("x", "c", "jsonl", text, meta={MARK: json.dumps([n, answers])}), ids)
@@ -83,7 +83,7 @@ def test_synthesize_is_deterministic_across_workers(material, tmp_path):
 def test_repeated_questions_are_all_weighted(material):
     docs, tok = material
     cfg = RetrievalConfig(rate=0.5, questions=3)
-    text, answers, n = build_example(tok, np.random.default_rng(5), _Pool(docs), cfg, "magic_number", 1024, 2)
+    text, answers, n = build_example(tok, np.random.default_rng(5), DocumentPool(docs), cfg, "magic_number", 1024, 2)
     assert len(answers) == 3 and answers[-1][1] == n
     ids = token_char_spans(tok, text)[0]
     values = {tok.decode(ids[a0:a1]).strip() for a0, a1 in answers}
@@ -95,7 +95,7 @@ def test_ask_from_keeps_the_first_asking_far_from_the_fact(material):
 
     docs, tok = material
     cfg = RetrievalConfig(rate=0.5, questions=4, min_context=0.25, ask_from=0.75)
-    built = [build_example(tok, np.random.default_rng(seed), _Pool(docs), cfg, "magic_number", 1024, seed)
+    built = [build_example(tok, np.random.default_rng(seed), DocumentPool(docs), cfg, "magic_number", 1024, seed)
              for seed in range(8)]
     built = [b for b in built if b is not None]  # None: a draw whose text cleaning would change
     assert len(built) >= 4
@@ -121,7 +121,7 @@ def test_several_needles_each_asked_once(material):
     cfg = RetrievalConfig(rate=0.5, questions=4, min_context=0.25, lengths=(256, 1024), needles=(1, 4))
     checked = 0
     for seed in range(4):
-        built = build_example(tok, np.random.default_rng(seed), _Pool(docs), cfg, "magic_number", 1024, seed,
+        built = build_example(tok, np.random.default_rng(seed), DocumentPool(docs), cfg, "magic_number", 1024, seed,
                               needles=4)
         if built is None:
             continue
@@ -138,8 +138,8 @@ def test_several_needles_each_asked_once(material):
         assert all(text.index(f"for {k} is: {v}.") < first_q for k, v in facts.items())  # all facts before
         checked += 1
     assert checked >= 2
-    one = build_example(tok, np.random.default_rng(3), _Pool(docs), cfg, "magic_number", 1024, 3, needles=1)
-    ref = build_example(tok, np.random.default_rng(3), _Pool(docs), RetrievalConfig(rate=0.5, questions=4,
+    one = build_example(tok, np.random.default_rng(3), DocumentPool(docs), cfg, "magic_number", 1024, 3, needles=1)
+    ref = build_example(tok, np.random.default_rng(3), DocumentPool(docs), RetrievalConfig(rate=0.5, questions=4,
                         min_context=0.25), "magic_number", 1024, 3)
     assert one == ref
 
@@ -149,19 +149,19 @@ def length_ok(n, length):
 
 
 def test_edge_depth_puts_needles_at_the_edges(material):
-    from bookft.ingest.examples import _magic
+    from bookft.needles.examples import _magic
 
     docs, _ = material
-    depths = [_magic(np.random.default_rng(s), _Pool(docs), RetrievalConfig(rate=0.5, edge_depth=0.5), 1)[2]
+    depths = [_magic(np.random.default_rng(s), DocumentPool(docs), RetrievalConfig(rate=0.5, edge_depth=0.5), 1)[2]
               for s in range(200)]
     edges = sum(d in (0.0, 1.0) for d in depths)
     assert 70 <= edges <= 130 and 0.0 in depths and 1.0 in depths  # about half
-    plain = [_magic(np.random.default_rng(s), _Pool(docs), RetrievalConfig(rate=0.5), 1)[2] for s in range(50)]
+    plain = [_magic(np.random.default_rng(s), DocumentPool(docs), RetrievalConfig(rate=0.5), 1)[2] for s in range(50)]
     assert not any(d in (0.0, 1.0) for d in plain)
 
 
 def test_edge_from_keeps_short_examples_uniform(material, monkeypatch):
-    import bookft.ingest.examples as retrieval
+    import bookft.needles.examples as retrieval
 
     docs, tok = material
     seen = []
@@ -174,7 +174,7 @@ def test_edge_from_keeps_short_examples_uniform(material, monkeypatch):
     monkeypatch.setitem(retrieval.KINDS, "magic_number", spy)
     cfg = RetrievalConfig(rate=0.5, edge_depth=1.0, edge_from=512)
     for length in (256, 1024):
-        build_example(tok, np.random.default_rng(0), _Pool(docs), cfg, "magic_number", length, 0)
+        build_example(tok, np.random.default_rng(0), DocumentPool(docs), cfg, "magic_number", length, 0)
     assert seen == [0.0, 1.0]
 
 

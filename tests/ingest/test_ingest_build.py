@@ -15,7 +15,7 @@ from bookft.config import from_dict
 from bookft.corpus import open_corpus
 from bookft.errors import CorpusError, IngestError
 from bookft.ingest import IngestConfig, build_corpus
-from bookft.ingest.pdfwriter import book_pdf
+from bookft.ingest.sample.pdfwriter import book_pdf
 
 WORDS = "river stone lantern harbor meadow archive winter summer quiet ancient merchant sailor".split()
 
@@ -201,7 +201,7 @@ def test_loss_weights_hook(tmp_path):
     def weights(doc, ids):
         return np.full(len(ids), 0.25, np.float32) if doc.source.endswith("a.txt") else None
 
-    from bookft.ingest.build import build_pass
+    from bookft.ingest.phases import build_pass
 
     m = build_pass(_cfg(tmp_path / "w"), sources=[(str(src / "a.txt"), "auto", None),
                                                   (str(src / "b.md"), "auto", None)], loss_weights=weights)
@@ -268,7 +268,7 @@ def test_tokenizer_reused_unless_retrain(tmp_path):
 
 
 def test_small_sources_are_extracted_without_a_pool(tmp_path, monkeypatch):
-    from bookft.ingest import build
+    from bookft.ingest.phases import extract as build
 
     (tmp_path / "a.txt").write_bytes(b"x" * 100)
     d = tmp_path / "d"
@@ -282,7 +282,7 @@ def test_small_sources_are_extracted_without_a_pool(tmp_path, monkeypatch):
     def no_pool(*a, **k):
         raise AssertionError("a worker pool was started for a few kilobytes of sources")
 
-    from bookft.ingest import pool
+    from bookft.ingest.engine import pool
 
     monkeypatch.setattr(pool, "ProcessPoolExecutor", no_pool)
     cfg = from_dict(IngestConfig, {"out": str(tmp_path / "o"), "workers": 2, "tokenizer": {"vocab_size": 300},

@@ -5,9 +5,9 @@ import difflib
 import io
 import zipfile
 
-from bookft.ingest.archive import extract_legal
 from bookft.ingest.config import ExtractConfig, LimitsConfig
-from bookft.ingest.docx import extract_docx
+from bookft.ingest.formats.archive import extract_legal
+from bookft.ingest.formats.docx import extract_docx
 from bookft.ingest.sources import extract, resolve_sources
 
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"

@@ -6,7 +6,7 @@ import zipfile
 import pytest
 
 from bookft.ingest.config import ExtractConfig, LimitsConfig
-from bookft.ingest.epub import extract_epub
+from bookft.ingest.formats.epub import extract_epub
 from bookft.ingest.sources import extract, resolve_sources
 
 OPS = "http://www.idpf.org/2007/ops"

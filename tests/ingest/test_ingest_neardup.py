@@ -5,9 +5,10 @@ import pytest
 
 from bookft.config import from_dict
 from bookft.errors import ConfigError
-from bookft.ingest import IngestConfig, build_corpus, neardup
+from bookft.ingest import IngestConfig, build_corpus
 from bookft.ingest.config import NearDedupConfig
-from bookft.ingest.neardup import MinHasher, NearDuplicates, lsh_bands
+from bookft.ingest.filters import neardup
+from bookft.ingest.filters.neardup import MinHasher, NearDuplicates, lsh_bands
 
 WORDS = [f"w{i}" for i in range(3000)]
 

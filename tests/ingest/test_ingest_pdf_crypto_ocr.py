@@ -8,8 +8,8 @@ import pytest
 from pypdf import PdfReader, PdfWriter
 
 from bookft.ingest.config import ExtractConfig, LimitsConfig, OcrConfig
-from bookft.ingest.pdf import pdf_text
-from bookft.ingest.pdfwriter import book_pdf
+from bookft.ingest.formats.pdf import pdf_text
+from bookft.ingest.sample.pdfwriter import book_pdf
 from bookft.ingest.sources import extract, job_key, resolve_sources
 
 PARAS = [f"Paragraph {i} of the owned book tells how the extraordinarily considerate librarian catalogued "

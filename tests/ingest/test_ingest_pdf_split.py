@@ -12,10 +12,10 @@ from bookft.config import from_dict
 from bookft.corpus.reader import open_corpus
 from bookft.errors import ConfigError
 from bookft.ingest import IngestConfig, build_corpus
-from bookft.ingest.build import _page_ranges
-from bookft.ingest.cache import SourceCache
-from bookft.ingest.pdfwriter import book_pdf
-from bookft.ingest.pool import may_use_pool, pool_map, prestart
+from bookft.ingest.engine.cache import SourceCache
+from bookft.ingest.engine.pool import may_use_pool, pool_map, prestart
+from bookft.ingest.phases.extract import _page_ranges
+from bookft.ingest.sample.pdfwriter import book_pdf
 
 WORDS = "river stone lantern harbor meadow archive winter summer quiet ancient merchant sailor".split()
 PAGES_PER_JOB = 12  # the 61-page book: 6 page-range jobs; the 31-page owned one: 3
@@ -131,7 +131,7 @@ def test_split_pdf_gives_the_unsplit_corpus(tmp_path, books):
 def test_a_range_that_fails_reports_the_file_as_unsplit(tmp_path, books, monkeypatch):
     """The file is truncated after the split was planned (a refresh while it is being written): every
     range fails, the file goes to one whole-source job and reads as a damaged PDF, as unsplit."""
-    import bookft.ingest.build as build
+    import bookft.ingest.phases.extract as build
 
     root, _ = books
     good = root / "book.pdf"
@@ -150,8 +150,8 @@ def test_a_range_that_fails_reports_the_file_as_unsplit(tmp_path, books, monkeyp
 
 
 def _count_joins(monkeypatch) -> list:
-    """Record every page bookft.ingest.pdf joins itself (not taken from a range's chunks)."""
-    import bookft.ingest.pdf as pdf
+    """Record every page bookft.ingest.formats.pdf joins itself (not taken from a range's chunks)."""
+    import bookft.ingest.formats.pdf as pdf
 
     calls: list = []
     join = pdf.join_lines
@@ -182,7 +182,7 @@ def test_range_chunks_give_the_same_text_as_one_job(seed, monkeypatch):
     pages_text keeps a chunk only where the whole document's headers give the same bounds. Random books
     whose headers repeat in some ranges only (so ranges and document disagree on some pages), cut into
     random ranges: the text is always the text of one job."""
-    from bookft.ingest.pdf import page_chunks, pages_text
+    from bookft.ingest.formats.pdf import page_chunks, pages_text
 
     rng = np.random.default_rng(seed)
     n = int(rng.integers(3, 60))
@@ -200,7 +200,7 @@ def test_range_chunks_give_the_same_text_as_one_job(seed, monkeypatch):
 
 def test_a_split_book_keeps_the_ranges_chunks(books, monkeypatch):
     """... and on a book whose running header is on every page, every page's chunk is kept."""
-    import bookft.ingest.pdf as pdf
+    import bookft.ingest.formats.pdf as pdf
 
     root, _ = books
     path = str(root / "book.pdf")

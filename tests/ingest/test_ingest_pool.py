@@ -1,4 +1,4 @@
-"""The extraction pool (bookft/ingest/pool.py) and the light command-line entry point (issue 18): the
+"""The extraction pool (bookft/ingest/engine/pool.py) and the light command-line entry point (issue 18): the
 feeder keeps the pool busy while the building process runs a task of its own; the forkserver starts
 from the raw arguments of `bookft ingest`; importing bookft.cli (what each worker does again) imports
 no typer."""
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bookft.ingest.pool import argv_may_use_pool, pool_map, prestart
+from bookft.ingest.engine.pool import argv_may_use_pool, pool_map, prestart
 
 
 def _task(marks: str, i: int, local_wait: int) -> tuple[int, int]:

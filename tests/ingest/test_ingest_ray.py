@@ -17,8 +17,8 @@ from bookft.config import from_dict
 from bookft.errors import IngestError
 from bookft.ingest import IngestConfig, build_corpus
 from bookft.ingest.config import SampleConfig
-from bookft.ingest.pdfwriter import book_pdf
 from bookft.ingest.sample import generate_sample
+from bookft.ingest.sample.pdfwriter import book_pdf
 
 WORDS = "river stone lantern harbor meadow archive winter summer quiet ancient merchant sailor".split()
 
@@ -97,8 +97,8 @@ def _files(version: Path) -> dict[str, bytes]:
 
 
 def test_ray_engine_gives_the_local_corpus_byte_for_byte(tmp_path, mixed, ray_instance, monkeypatch):
-    import bookft.ingest.build as build
-    import bookft.ingest.pool as pool
+    import bookft.ingest.engine.pool as pool
+    import bookft.ingest.phases.extract as build
 
     pools = []
 
@@ -142,8 +142,8 @@ def test_cli_engine_ray(tmp_path, mixed, ray_instance):
 
 
 def test_a_failing_job_raises_as_in_the_local_pool(ray_instance):
-    from bookft.ingest.pool import pool_map as _pool_map
-    from bookft.ingest.ray_engine import ray_map
+    from bookft.ingest.engine.pool import pool_map as _pool_map
+    from bookft.ingest.engine.ray_engine import ray_map
 
     assert dict(ray_map(int, [("1",), ("22",), ("333",)])) == dict(_pool_map(int, [("1",), ("22",), ("333",)], 0))
     with pytest.raises(ValueError, match="invalid literal for int") as on_ray:

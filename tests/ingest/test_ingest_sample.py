@@ -1,15 +1,15 @@
 """The built-in sample corpus is fixed: the same bytes in every checkout and at every commit (issue 16).
 
 The sample used to embed the live bookft source tree, so every commit was a new corpus (tokenizer,
-haystacks) and a new training run. Its code repository is now generated (bookft.ingest.sample_code);
+haystacks) and a new training run. Its code repository is now generated (bookft.ingest.sample.code);
 this test pins the content hash of everything `generate_sample` writes. A deliberate change to the
 sample changes the hash here, in the same commit, and is a new draw for the default loop's figures.
 """
 
 import ast
 
-from bookft.ingest.code import extract_code
 from bookft.ingest.config import SampleConfig
+from bookft.ingest.formats.code import extract_code
 from bookft.ingest.sample import generate_sample, sample_digest
 
 SAMPLE_DIGEST = "653e04a81f68af7c4a3fc0762985776cbfc8aae5e4919e9f1bcd8eeb767cfd18"

@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 import bookft
 from bookft.cli import app
-from bookft.ingest.code import extract_code
 from bookft.ingest.config import ExtractConfig, LimitsConfig, SecretsConfig
-from bookft.ingest.secrets import SecretScanner
+from bookft.ingest.filters.secrets import SecretScanner
+from bookft.ingest.formats.code import extract_code
 from bookft.ingest.sources import extract, resolve_sources
 
 ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"

@@ -8,13 +8,13 @@ import zipfile
 
 import pytest
 
-from bookft.ingest.archive import extract_legal
-from bookft.ingest.code import extract_code
 from bookft.ingest.config import ExtractConfig, LimitsConfig
 from bookft.ingest.documents import clean_text, decode_text
-from bookft.ingest.legal import XmlRefused, xml_to_text
-from bookft.ingest.pdf import pdf_text
-from bookft.ingest.pdfwriter import book_pdf, page_stream, write_pdf
+from bookft.ingest.formats.archive import extract_legal
+from bookft.ingest.formats.code import extract_code
+from bookft.ingest.formats.legal import XmlRefused, xml_to_text
+from bookft.ingest.formats.pdf import pdf_text
+from bookft.ingest.sample.pdfwriter import book_pdf, page_stream, write_pdf
 from bookft.ingest.sources import extract, resolve_sources
 
 PARAS = [f"Paragraph {i} tells how the extraordinarily considerate librarian catalogued manuscripts "

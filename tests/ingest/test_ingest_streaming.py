@@ -8,8 +8,8 @@ import pyarrow as pa
 import pytest
 
 from bookft.corpus.store import ArrowDatasetWriter, FlatFile
-from bookft.ingest.cache import SourceCache, extract_paths
 from bookft.ingest.documents import Document, Entry, ExtractResult, text_hash
+from bookft.ingest.engine.cache import SourceCache, extract_paths
 from bookft.ingest.tokenize import encode_documents, train_bpe, units
 
 WORDS = "alpha beta gamma delta epsilon zeta eta theta".split()

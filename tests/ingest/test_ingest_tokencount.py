@@ -1,4 +1,4 @@
-"""Incremental token counts (bookft.ingest.tokencount) against encoding from scratch, and the
+"""Incremental token counts (bookft.needles.tokencount) against encoding from scratch, and the
 synthesized-retrieval build that reads its examples from caches the synthesizer filled."""
 
 import json
@@ -12,11 +12,11 @@ from bookft.eval.haystack import essay_sentences
 from bookft.ingest import IngestConfig
 from bookft.ingest import corpus_build as B
 from bookft.ingest import example_writer as W
-from bookft.ingest import examples as R
-from bookft.ingest.text import jsonl_documents
-from bookft.ingest.tokencount import TokenCounter, Words
+from bookft.ingest.formats.text import jsonl_documents
 from bookft.ingest.tokenize import encode_documents, train_bpe, units
 from bookft.needles import NIAH_INSTRUCTION
+from bookft.needles import examples as R
+from bookft.needles.tokencount import TokenCounter, Words
 
 CUT = re.compile(r"(?<=\S) (?=\S)")
 
@@ -118,11 +118,11 @@ def test_build_reads_synthesized_examples_from_filled_caches(tmp_path, monkeypat
 
 
 def test_examples_from_code_with_blank_line_runs_are_not_discarded(tok):
-    from bookft.ingest.retrieval_config import RetrievalConfig
+    from bookft.needles.retrieval_config import RetrievalConfig
 
     gen = essay_sentences(2)
     code = "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" + next(gen).strip() + "\n\n\n" for i in range(80))
-    pool = R._Pool([{"text": code, "kind": "code"}])
+    pool = R.DocumentPool([{"text": code, "kind": "code"}])
     cfg = RetrievalConfig(rate=0.5, questions=4, min_context=0.25, ask_from=0.75, phrasing="short")
     for seed in range(6):  # before: an asking drawn at the very end, or a blank-line run, discarded it
         ex = R.build_example(tok, np.random.default_rng(seed), pool, cfg, "magic_number", 1024, seed)

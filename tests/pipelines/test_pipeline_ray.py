@@ -15,7 +15,7 @@ from bookft.pipelines import EXIT_CONFIG, EXIT_OK, run_pipeline
 @pytest.fixture
 def ray_jobs(monkeypatch):
     """The number of jobs each Ray map of a build was given (build_corpus imports ray_map at call time)."""
-    import bookft.ingest.ray_engine as ray_engine
+    import bookft.ingest.engine.ray_engine as ray_engine
 
     calls = []
     real = ray_engine.ray_map

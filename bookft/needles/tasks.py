@@ -1,6 +1,6 @@
 """Needle tasks: single-needle NIAH and the RULER-style variants, as text.
 
-Shared by the example synthesizer (bookft/ingest/examples.py: training examples whose needle and
+Shared by the example synthesizer (bookft/needles/examples.py: training examples whose needle and
 question are the eval's verbatim) and by the eval (bookft/eval/runner.py), so it sits below both:
 ingest never imports eval. `make_task(spec, seed, depth)` takes any object with NeedleSpec's
 fields; EvalConfig has them all (same names and defaults, tests/eval/test_eval_protocol.py).
@@ -15,7 +15,7 @@ Design choices:
 - `phrasing: short` (niah, multikey) ends the answer prefix with the needle's own words ("The
   special magic number for K is:"), so the answer is a copy of what followed them; RULER's
   paraphrased prefix ("... mentioned in the provided text is") also needs the key matched across
-  different words. The tiny CPU default uses short (issue 9); real models use ruler.
+  different words. The tiny CPU default uses short; real models use ruler.
 - Values are digit strings, keys and variable names contain no digits, and the essay filler has
   none, so a value can only come from its needle.
 - Content is seeded by (seed, task) alone: every cell of a seed asks the same question, so a

@@ -3,10 +3,10 @@
 Design choices:
 - Generated, not copied: the sample used to embed bookft's own source tree, so every commit was a
   new corpus (a new tokenizer, new haystacks, a new training run) and no change to the training
-  recipe could be judged against the one before it (issue 16). This generator is seeded and writes
+  recipe could be judged against the one before it. This generator is seeded and writes
   the same bytes on every machine and at every commit; tests/ingest/test_ingest_sample.py pins
   the content hash, so a change to it is a deliberate, visible new draw.
-- Realistic for the code source (bookft.ingest.code): a README at the root, a pyproject, a
+- Realistic for the code source (bookft.ingest.formats.code): a README at the root, a pyproject, a
   .gitignore that hides a generated folder, a package of modules with docstrings, imports,
   dataclasses, functions with type hints and comments, test modules, and a small binary file that
   the walker skips. Sizes are close to what the live tree had (about 0.6 MB of code), so the

@@ -13,8 +13,8 @@ Design choices:
 - The cache is not versioned data: it can be deleted at any time; `prune` keeps only the keys the
   last successful build used (and only the current tokenizer's token folder). Entries of the older
   one-file format (`KEY.json`, texts inline) are not read and are pruned.
-- Counters (`hits`, `misses`) let refresh pipelines (issue 7) prove that no work was redone.
-- Speed of a refresh (issue 7: most sources cached): tokens are one flat file per source (`KEY.tok`:
+- Counters (`hits`, `misses`) let refresh pipelines prove that no work was redone.
+- Speed of a refresh (most sources cached): tokens are one flat file per source (`KEY.tok`:
   magic, 4 lengths, 4 dtypes, then the raw arrays; ~50x faster to read than an .npz; old `.npz`
   entries are still read); heads are small and kept in memory for the build.
 """

@@ -1,4 +1,4 @@
-"""The `retrieval:` section of a corpus YAML: synthesized long-range retrieval examples (issue 9).
+"""The `retrieval:` section of a corpus YAML: synthesized long-range retrieval examples.
 
 Design choices:
 - `rate` is the share of the published corpus's sequences that are synthesized examples (0 = off),
@@ -7,9 +7,9 @@ Design choices:
   cuts sequences into rows of one of these lengths keeps every example of that length whole.
 - Loss weights: `answer_weight` on the answer tokens, `context_weight` on every other token of an
   example, `corpus_weight` on the tokens of ordinary documents (1.0 keeps plain fine-tuning as is).
-- `scrub_digits` mirrors the eval's design (bookft.needles: the filler has no digits, so a value
+- `scrub_digits` mirrors the eval's design (bookft.needles.tasks: the filler has no digits, so a value
   can only come from its needle); switch it off to make the task harder (numbers in the text).
-- Kinds: `magic_number` is the eval's NIAH needle verbatim (bookft.needles); `passage` asks to
+- Kinds: `magic_number` is the eval's NIAH needle verbatim (bookft.needles.tasks); `passage` asks to
   complete a sentence seen earlier in a book; `signature` asks for a function's signature after the
   file that defines it.
 """
@@ -49,7 +49,7 @@ class RetrievalConfig:
     # magic_number needles per example, one count per entry of `lengths` (() = 1 each): with n > 1 an
     # example holds n facts with distinct keys at independent depths, each asked once at the end (in a
     # random order) and no earlier askings: n far copies per example instead of one far and several
-    # near ones, and a key to match among n (RULER's multi-key; issue 16)
+    # near ones, and a key to match among n (RULER's multi-key)
     needles: tuple[int, ...] = ()
     value_digits: int = 7  # magic_number values (as the eval's needle)
     phrasing: Literal["ruler", "short"] = "ruler"  # magic_number wording: the eval's eval.phrasing

@@ -1,4 +1,4 @@
-"""Training examples for long-range retrieval, synthesized from a corpus's own documents (issue 9).
+"""Training examples for long-range retrieval, synthesized from a corpus's own documents.
 
 Long-context fine-tuning teaches a model to use the middle of its context when the data asks for
 it: a fact placed somewhere in a long text and asked about at the end, with the loss on the answer
@@ -6,7 +6,7 @@ it: a fact placed somewhere in a long text and asked about at the end, with the 
 writes such examples, using windows of the corpus's own documents as the text around the fact.
 
 Design choices:
-- Kinds: `magic_number` is the eval's NIAH needle and question verbatim (bookft.needles
+- Kinds: `magic_number` is the eval's NIAH needle and question verbatim (bookft.needles.tasks
   make_task, other seeds than the eval's), so `bookft eval niah` measures what training taught;
   `passage` asks to complete a sentence from earlier in a book; `signature` asks for the signature
   of a function after the code that defines it.
@@ -15,9 +15,9 @@ Design choices:
   sequences of seq_len tokens. Each sequence is one collection (named in its JSON rows, several
   sequences to a file) that fits one sequence, so the packer places it alone at offset 0 and a
   curriculum row of `length` tokens holds whole examples only.
-- Token counts use the ingest's own encoder (paragraph units, bookft.ingest.tokenize), on text
-  that is already a fixed point of clean_text, so the built corpus has exactly these tokens. They
-  are measured incrementally (bookft.ingest.tokencount: paragraph encodings memoized, a window's
+- Token counts use the ingest's own encoding (paragraph units, bookft.needles.text), on text that
+  is already a fixed point of clean_text, so the built corpus has exactly these tokens. They are
+  measured incrementally (bookft.needles.tokencount: paragraph encodings memoized, a window's
   words counted from one encoding), with the same numbers as encoding each candidate afresh.
 - `questions` > 1 also asks (and answers) the question at random places after the fact, as long as
   the context keeps `min_context` of the example: more answer tokens per example, at shorter
@@ -39,9 +39,10 @@ import re
 import numpy as np
 
 from bookft.errors import IngestError
-from bookft.ingest.documents import clean_text
-from bookft.ingest.retrieval_config import RetrievalConfig
-from bookft.ingest.tokencount import Words, counter
+from bookft.needles.retrieval_config import RetrievalConfig
+from bookft.needles.tasks import NeedleSpec, make_task
+from bookft.needles.text import clean_text
+from bookft.needles.tokencount import Words, counter
 
 MARK = "bookft_retrieval"  # JSON field (document meta) holding the answer's [start, end) characters
 SYNTHESIZED = "synthesized"  # the kind synthesized examples are counted under (manifest per_kind)
@@ -56,7 +57,7 @@ _DEF = re.compile(r"^[ \t]*((?:async\s+)?def\s+([A-Za-z_]\w*)\s*\([^\n]*\)[^\n]*
 
 def count_tokens(tok, text: str) -> int:
     """Tokens the ingest gives `text` (paragraph units), without EOS. `tok`: a Tokenizer or a
-    TokenCounter (bookft.ingest.tokencount; memoized, the same numbers)."""
+    TokenCounter (bookft.needles.tokencount; memoized, the same numbers)."""
     return counter(tok).count(text)
 
 
@@ -65,7 +66,7 @@ def token_char_spans(tok, text: str) -> tuple[list[int], np.ndarray]:
     return counter(tok).spans(text)
 
 
-class _Pool:
+class DocumentPool:
     """Corpus documents to cut windows from, drawn with probability proportional to their length."""
 
     def __init__(self, docs: list[dict]):
@@ -111,9 +112,7 @@ def _cut_words(text: str, n_chars: int) -> str:
 _TASK: dict = {}  # the last (value_digits, phrasing, seed) -> its eval task (retries ask the same)
 
 
-def _magic(rng, pool: _Pool, cfg: RetrievalConfig, seed: int):
-    from bookft.needles import NeedleSpec, make_task
-
+def _magic(rng, pool: DocumentPool, cfg: RetrievalConfig, seed: int):
     depth_percent = float(rng.uniform(0, 100))
     if cfg.edge_depth and rng.random() < cfg.edge_depth:  # retrieval.edge_depth (no draw when 0)
         depth_percent = 0.0 if rng.random() < 0.5 else 100.0
@@ -132,7 +131,7 @@ def _magic(rng, pool: _Pool, cfg: RetrievalConfig, seed: int):
     return task.instruction, task.needles[0].text, depth_percent / 100.0, post, task.answer, window
 
 
-def _passage(rng, pool: _Pool, cfg: RetrievalConfig, seed: int):
+def _passage(rng, pool: DocumentPool, cfg: RetrievalConfig, seed: int):
     probe = pool.window(rng, 20000, pool.prose)
     sents = [s.strip() for s in re.split(r"(?<=[.!?])\s+", probe) if 8 <= len(s.split()) <= 30
              and "\n" not in s.strip()]
@@ -146,7 +145,7 @@ def _passage(rng, pool: _Pool, cfg: RetrievalConfig, seed: int):
             lambda r, chars: pool.window(r, chars, pool.prose))
 
 
-def _signature(rng, pool: _Pool, cfg: RetrievalConfig, seed: int):
+def _signature(rng, pool: DocumentPool, cfg: RetrievalConfig, seed: int):
     if not pool.code:
         return None
     probe = pool.window(rng, 200000, pool.code)
@@ -167,8 +166,6 @@ KINDS = {"magic_number": _magic, "passage": _passage, "signature": _signature}
 def _more_magic(rng, cfg: RetrievalConfig, seed: int, first_question: str, n: int):
     """n more magic-number facts for one example (retrieval.needles): (needle, depth, post, answer)
     each, keys distinct from the first one's and from each other (seeds far from every example's)."""
-    from bookft.needles import NeedleSpec, make_task
-
     settings = NeedleSpec(task="niah", value_digits=cfg.value_digits, phrasing=cfg.phrasing)
     out, seen, t = [], {first_question}, 0
     while len(out) < n and t < 16 * n:
@@ -182,7 +179,7 @@ def _more_magic(rng, cfg: RetrievalConfig, seed: int, first_question: str, n: in
     return out
 
 
-def build_example(tok, rng, pool: _Pool, cfg: RetrievalConfig, kind: str, length: int, seed: int,
+def build_example(tok, rng, pool: DocumentPool, cfg: RetrievalConfig, kind: str, length: int, seed: int,
                   needles: int = 1):
     """(text, answers [(start, end) tokens], tokens) with tokens == length - 1 (room for the EOS),
     or a little less; the last answer ends the example. `needles` > 1 (magic_number): that many

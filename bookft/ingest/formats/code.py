@@ -10,7 +10,7 @@ Design choices:
   over the size cap, vendored folders, lock files, minified files, symlinks that leave the tree,
   symlink loops, directory symlinks (never followed, so no cycles).
 - Secrets (private keys, cloud and API tokens, passwords in config) are redacted file by file before
-  the document is assembled, when a scanner is given (on by default: bookft/ingest/secrets.py).
+  the document is assembled, when a scanner is given (on by default: bookft/ingest/filters/secrets.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 
 from bookft.ingest.documents import Document, Entry, ExtractResult, decode_text, looks_binary
-from bookft.ingest.secrets import SecretScanner
+from bookft.ingest.filters.secrets import SecretScanner
 
 VENDORED_DIRS = {"node_modules", "vendor", "third_party", "__pycache__", ".venv", "venv", "dist", "build",
                  ".tox", ".mypy_cache", ".pytest_cache", ".ruff_cache", "site-packages", ".eggs"}
@@ -48,7 +48,10 @@ def _minified(text: str) -> bool:
     return len(text) > 2000 and len(text) / lines > 400
 
 
-class _Walker:
+class Walker:
+    """The files of a repository the extractor reads, in its order; what it leaves out becomes entries
+    of `res` (also the content hash's walk: bookft/ingest/sources.py)."""
+
     def __init__(self, root: Path, res: ExtractResult, include_hidden: bool, skip_vendored: bool) -> None:
         self.root = root
         self.real_root = os.path.realpath(root)
@@ -131,7 +134,7 @@ def extract_code(root: Path, collection: str, max_file_kb: int = 1024, skip_vend
     """A repository -> one document; with `secrets`, each file's secrets are redacted (lines counted in
     the file as read, newlines normalised) and listed in `res.secrets`."""
     res = ExtractResult(source=str(root), kind="code")
-    walker = _Walker(root, res, include_hidden, skip_vendored)
+    walker = Walker(root, res, include_hidden, skip_vendored)
     parts: list[str] = []
     for rel, path in walker.walk(root, "", []):
         name = os.path.basename(rel)

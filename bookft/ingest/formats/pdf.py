@@ -8,7 +8,7 @@ Design choices:
   tried), damaged/truncated files and files with no text layer (image-only) each get their own
   reason. A password (per source, or `--pdf-password`) opens files the user owns; pypdf needs the
   `cryptography` package for AES, a dependency of bookft.
-- Pages without a text layer are read by OCR (bookft/ingest/ocr.py, Tesseract) when the corpus
+- Pages without a text layer are read by OCR (bookft/ingest/formats/ocr.py, Tesseract) when the corpus
   asks for it (`extract.ocr.enabled`) and tesseract is on PATH; the OCR text then goes through the
   same cleaning as a text layer. Off, or without tesseract, such pages are reported as before.
 - Cleaning, in order: running headers/footers (a first/last line that repeats, digits masked, on at
@@ -76,9 +76,10 @@ def _pages_pdfium(data: bytes, password: str | None = None) -> tuple[list[str], 
 
 
 def pdf_split_plan(path: str, password: str | None = None) -> tuple[int, dict] | None:
-    """(pages, meta) of a PDF that pdfium opens, for splitting it into page ranges (build.py); None when
-    it does not open (not a PDF, encrypted without the password, damaged): such a file is extracted
-    whole, so its failure is reported exactly as without splitting."""
+    """(pages, meta) of a PDF that pdfium opens, for splitting it into page ranges (the build's extract
+    phase, ingest/phases/extract.py); None when it does not open (not a PDF, encrypted without the
+    password, damaged): such a file is extracted whole, so its failure is reported exactly as without
+    splitting."""
     try:
         with open(path, "rb") as f:
             head = f.read(1024)
@@ -97,7 +98,7 @@ def pdf_split_plan(path: str, password: str | None = None) -> tuple[int, dict] |
 
 def pdf_page_range(path: str, start: int, stop: int, password: str | None = None) -> list[str]:
     """Pages [start, stop) of a PDF read by pdfium, each as `_pages_pdfium` reads it (one page-range job of
-    a split PDF; build.py reassembles the ranges in order). Raises on any failure (the caller then
+    a split PDF; the extract phase reassembles the ranges in order). Raises on any failure (the caller then
     extracts the file whole)."""
     pdf = _open_pdfium(path, password)
     try:
@@ -286,7 +287,7 @@ def pdf_text(data: bytes, backend: str = "pdfium", *, password: str | None = Non
     else:
         pages, meta = _pages_pypdf(data, password)
     if ocr is not None and any(not p.strip() for p in pages):
-        from bookft.ingest.ocr import ocr_pages
+        from bookft.ingest.formats.ocr import ocr_pages
 
         read, note = ocr_pages(data, [i for i, p in enumerate(pages) if not p.strip()], ocr, password)
         pages = [read.get(i, p) for i, p in enumerate(pages)]

@@ -2,7 +2,7 @@
 
 Design choices:
 - Read with the standards themselves (OCF zip container, OPF package, EPUB 3 nav / EPUB 2 NCX,
-  XHTML) through the archive reader of legal zips (`archive.zip_parts`: zip slip refused, member,
+  XHTML) through the bounded zip reader (`members.zip_parts`: zip slip refused, member,
   ratio and total caps, bounded reads; only XML/XHTML members are read, never images or fonts).
   The package XML (container.xml, the OPF, toc.ncx, encryption.xml) is parsed with defusedxml
   (`legal.parse_xml`: entity bombs and XXE refused). Not ebooklib: it opens the zip itself without
@@ -32,11 +32,11 @@ from pathlib import Path
 from typing import IO
 from urllib.parse import unquote
 
-from bookft.ingest.archive import ARCHIVE_ERRORS, zip_parts
 from bookft.ingest.config import LimitsConfig
 from bookft.ingest.documents import Document, Entry, ExtractResult, clean_text
-from bookft.ingest.legal import XmlRefused, local_name, parse_xml
-from bookft.ingest.xhtml import nav_links, render_xhtml
+from bookft.ingest.formats.legal import XmlRefused, local_name, parse_xml
+from bookft.ingest.formats.members import ARCHIVE_ERRORS, zip_parts
+from bookft.ingest.formats.xhtml import nav_links, render_xhtml
 
 XHTML_TYPES = ("application/xhtml+xml", "text/html", "application/xml")
 READ_EXTS = (".xml", ".opf", ".ncx", ".xhtml", ".html", ".htm", ".xht", ".lcpl")

@@ -1,6 +1,6 @@
 """Exact token counts for synthesizing examples of a given length, without re-encoding whole texts.
 
-The retrieval synthesizer (bookft.ingest.examples) measures texts many times while it fits an
+The retrieval synthesizer (bookft.needles.examples) measures texts many times while it fits an
 example to an exact length: the same text with a few more words, the same question again. Encoding
 every candidate from scratch made it the slowest part of `bookft ingest`. This module gives the same
 numbers as encoding from scratch, cheaper.
@@ -27,7 +27,7 @@ import re
 
 import numpy as np
 
-from bookft.ingest.tokenize import units
+from bookft.needles.text import units
 
 
 class TokenCounter:

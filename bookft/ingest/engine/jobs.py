@@ -1,9 +1,9 @@
 """The extraction tasks the pool runs (local process pool or Ray Data): a whole source, or one page range
-of a large PDF (issue 18).
+of a large PDF.
 
 Design choices:
 - One module-level entry point, `run_task(task)`, so both engines map one function over picklable
-  tuples, and a module light enough to preload in the forkserver (build.py `_pool_map`): sources,
+  tuples, and a module light enough to preload in the forkserver (pool.py `context`): sources,
   the cache and the extractors; no tokenizers, Arrow or corpus code. Workers fork from a server
   that has imported it once, instead of each importing the build module.
 - ("source", job, cache_root, key, content_hash): extract the source and write its cache entry in
@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bookft.ingest.cache import write_extract
-from bookft.ingest.pdf import page_chunks, pdf_page_range
+from bookft.ingest.engine.cache import write_extract
+from bookft.ingest.formats.pdf import page_chunks, pdf_page_range
 from bookft.ingest.sources import ExtractJob, extract
 
 

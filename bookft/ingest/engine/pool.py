@@ -1,9 +1,9 @@
-"""The local process pool of the extraction map (build.py), and its early start from the command line.
+"""The local process pool of the extraction map (phases/extract.py), and its early start from the command line.
 
 Design choices:
 - A forkserver (spawn off POSIX), never a plain fork: the building process may hold threads (the
   progress display, a tokenizer loading) and, in `bookft quickstart`, JAX. The server imports once
-  what every worker needs (bookft/ingest/jobs.py: the extractors, pypdfium2, the cache) and each
+  what every worker needs (bookft/ingest/engine/jobs.py: the extractors, pypdfium2, the cache) and each
   worker forks from it with that loaded. Each worker also runs the main module again before its
   first task (CPython's forkserver does not preload `__main__`: it looks for a `main_path` that
   spawn never gives); for the command line that is bookft/cli.py, light on purpose (typer, rich
@@ -29,7 +29,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from pathlib import Path
 from queue import SimpleQueue
 
-IN_PROCESS_BYTES = 16 << 20  # extraction of less than this runs in the building process (build.py)
+IN_PROCESS_BYTES = 16 << 20  # extraction of less than this runs in the building process (phases/extract.py)
 SPLIT_MIN_BYTES_PER_PAGE = 512  # a PDF smaller than this per page of the split threshold is not split
 PDF_PAGES_PER_JOB = 100  # extract.pdf_pages_per_job's default (config.py): here too for the guess before config
 
@@ -39,7 +39,7 @@ def context():
     if os.name != "posix":
         return multiprocessing.get_context("spawn")
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["__main__", "bookft.ingest.jobs"])
+    ctx.set_forkserver_preload(["__main__", "bookft.ingest.engine.jobs"])
     return ctx
 
 
@@ -130,7 +130,7 @@ def pool_map(fn, args: list, workers: int, local=None, on_start=None):
     task's exception is raised here, when its result is yielded.
 
     on_start(): called by the feeder once the pool has its first tasks (the workers have forked):
-    work of this process that the map should not wait for (build.py starts loading a given tokenizer)."""
+    work of this process that the map should not wait for (the extract phase starts loading a given tokenizer)."""
     if workers <= 0 or len(args) <= 1:
         if on_start is not None:
             on_start()

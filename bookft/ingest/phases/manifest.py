@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 
 def build_manifest(b) -> dict:
-    """The manifest of the build `b` (build.py `_Build`, after the write phase)."""
+    """The manifest of the build `b` (state.py `Build`, after the write phase)."""
     cfg, tc, plan, info = b.cfg, b.cfg.tokenizer, b.plan, b.info
     status = defaultdict(int)
     for e in b.entries:
@@ -49,7 +49,7 @@ def build_manifest(b) -> dict:
         "loss_weights": b.loss_weights is not None,
         "work": {**b.cache.counters(), "documents_extracted": sum(len(b.heads[i]["documents"]) for i in b.todo),
                  "sources_unchanged": len(b.jobs) - len(b.todo),
-                 "pdf_page_ranges": b.page_ranges},  # page-range jobs of split PDFs (build.py, issue 18)
+                 "pdf_page_ranges": b.page_ranges},  # page-range jobs of split PDFs (extract.py)
         "timings": {k: round(v, 3) for k, v in b.timings.items()},
         "cpu_seconds": {k: round(v, 3) for k, v in b.cpu.items()},
         "config": json.loads(json.dumps(asdict(cfg), default=str)),

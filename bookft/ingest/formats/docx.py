@@ -2,8 +2,8 @@
 text, tracked changes resolved to the final text.
 
 Design choices:
-- Read with the OOXML standard (ECMA-376) itself: the zip through the archive reader of legal zips
-  (`archive.zip_parts`: zip slip refused, size and ratio caps, bounded reads; only the XML parts are
+- Read with the OOXML standard (ECMA-376) itself: the zip through the bounded zip reader
+  (`members.zip_parts`: zip slip refused, size and ratio caps, bounded reads; only the XML parts are
   read, never media) and defusedxml (`legal.parse_xml`: entity bombs and XXE refused). Not
   python-docx: it opens the zip itself without caps, needs lxml, has no notion of tracked changes
   (a paragraph's text silently skips the runs inside <w:ins>) and lists tables apart from
@@ -34,10 +34,10 @@ import re
 from pathlib import Path
 from typing import IO
 
-from bookft.ingest.archive import ARCHIVE_ERRORS, zip_parts
 from bookft.ingest.config import LimitsConfig
 from bookft.ingest.documents import Document, Entry, ExtractResult, clean_text
-from bookft.ingest.legal import XmlRefused, local_name, parse_xml
+from bookft.ingest.formats.legal import XmlRefused, local_name, parse_xml
+from bookft.ingest.formats.members import ARCHIVE_ERRORS, zip_parts
 
 OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 DROPPED = {"del", "moveFrom", "delText", "delInstrText", "instrText", "pPr", "rPr", "tblPr", "trPr", "tcPr",

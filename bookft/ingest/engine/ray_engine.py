@@ -1,8 +1,8 @@
 """The Ray engine of ingest (`bookft ingest --engine ray [--ray-address ADDR]`, config `engine: ray`).
 
 Design choices:
-- The same per-source job as the local process pool (build.py `_pool_map`: a module-level function
-  and its picklable arguments, `_extract_to_cache` today) is mapped over a Ray cluster with Ray Data
+- The same per-source tasks as the local process pool (pool.py `pool_map`: a module-level function
+  and its picklable arguments, jobs.py `run_task`) is mapped over a Ray cluster with Ray Data
   (`ray.data.from_items(...).map(...)`, one block per job so every source is its own task).
   Everything after it (dedup, tokenizer, tokenize, pack, write, the atomic publish) stays in this
   process, and results are assembled in source order as before, so the corpus is byte-identical to

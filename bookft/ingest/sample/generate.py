@@ -6,7 +6,7 @@ Design choices:
   hyphenated line ends, and keyed facts ("The code of NAME is DDDDD.") spread through them at known
   depths; `facts.json` records them for retrieval evaluation.
 - A USLM-style legal archive (zip of XML titles), JSON Lines court opinions, and a generated Python
-  repository (bookft.ingest.sample_code). Nothing in the sample depends on the package's own source,
+  repository (bookft.ingest.sample.code). Nothing in the sample depends on the package's own source,
   so it is the same corpus at every commit; tests/ingest/test_ingest_sample.py pins its content hash
   (`sample_digest`).
 """
@@ -17,11 +17,12 @@ import hashlib
 import json
 import random
 import zipfile
+from importlib import resources
 from pathlib import Path
 
 from bookft.ingest.config import SampleConfig
-from bookft.ingest.pdfwriter import book_pdf
-from bookft.ingest.sample_code import code_repository, write_repository
+from bookft.ingest.sample.code import code_repository, write_repository
+from bookft.ingest.sample.pdfwriter import book_pdf
 
 WORDS = ("river stone lantern harbor meadow archive winter summer quiet ancient merchant sailor garden "
          "letter window mountain valley forest candle journey evening morning silver copper market "
@@ -155,7 +156,7 @@ def sample_digest(folder: Path) -> str:
 
 
 def default_corpus_yaml() -> Path:
-    here = Path("corpora/sample.yaml")
-    if here.is_file():
-        return here
-    return Path(__file__).resolve().parents[2] / "corpora" / "sample.yaml"
+    """The built-in sample's corpus definition, shipped inside the package (sample.yaml here; the repository's
+    corpora/sample.yaml is the same file, for users to read and copy), so `bookft ingest` with no source
+    builds it from any working directory and from an installed package."""
+    return Path(str(resources.files("bookft.ingest.sample") / "sample.yaml"))
