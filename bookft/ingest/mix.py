@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -57,6 +58,41 @@ def plan_mix(cfg: IngestConfig, labels: list[str], doc_label: list[str], lengths
     conf = {s.label: s for s in cfg.sources}
     setting = lambda label: conf.get(label) or SourceConfig(path=label)
     held = set(_holdout(cfg, lengths, [x if x not in unmixed else None for x in doc_label]))
+    eff, policy_counts = _apply_policies(seq_len, labels, doc_label, lengths, held, unmixed, setting)
+    docs_of: dict[str, list[int]] = defaultdict(list)
+    for d, label in enumerate(doc_label):
+        if eff[d] > 0:
+            docs_of[label].append(d)
+    natural = {label: int(eff[docs_of[label]].sum()) for label in labels}
+    passed = [x for x in labels if x in unmixed]
+    labels = [x for x in labels if x not in unmixed]
+    sh = _shares(m, labels, natural, setting)
+    copies, asked_buckets = _draw_copies(m.seed, labels, docs_of, eff, lengths, sh, setting)
+    for x in passed:  # once each, whole
+        copies[x] = [(d, int(eff[d])) for d in docs_of[x]]
+
+    def packed(group: list[str], seed: int) -> PackPlan:
+        cs = [c for x in group for c in copies[x]]
+        items = spans(cs, eff, collections, np.random.default_rng([m.seed, seed]), word_cut)
+        return pack_spans(items, seq_len, boundaries=boundaries, slack=slack, word_cut=word_cut)
+
+    plan = packed(sh.long_labels + passed, 3)
+    if sh.short is not None:
+        s_plan = packed([sh.short], 4)
+        plan.sequences.extend(s_plan.sequences)
+        plan.n_split_docs += s_plan.n_split_docs
+    record = _record(plan, labels, doc_label, lengths, sh.share, sh.budget, natural, asked_buckets, policy_counts)
+    record.update(total_asked=sh.total, short_source=sh.short, unmixed={x: natural[x] for x in passed}, missing=[
+        {"source": x, "reason": "no tokens to draw: its files failed or were skipped, or every document was "
+                                f"dropped by policy '{setting(x).policy}' or held out"} for x in sh.missing],
+                  short_sequences=0 if sh.short is None else len(s_plan.sequences), held_out=sorted(held))
+    return plan, record
+
+
+def _apply_policies(seq_len: int, labels: list[str], doc_label: list[str], lengths: np.ndarray, held: set[int],
+                    unmixed: set[str], setting) -> tuple[np.ndarray, dict[str, dict]]:
+    """Each document's length after its source's policy (0 = not drawn: held out or dropped) and the
+    policy's counts per source; unmixed sources' documents keep their lengths."""
     eff = np.array(lengths, np.int64)  # lengths after the policy; 0 = not drawn
     policy_counts = {label: {"policy": setting(label).policy, "truncated": 0, "dropped": 0, "tokens_cut": 0}
                      for label in labels}
@@ -71,16 +107,26 @@ def plan_mix(cfg: IngestConfig, labels: list[str], doc_label: list[str], lengths
             pc["truncated" if pol == "truncate" else "dropped"] += 1
             pc["tokens_cut"] += int(eff[d] - (seq_len if pol == "truncate" else 0))
             eff[d] = seq_len if pol == "truncate" else 0
-    docs_of: dict[str, list[int]] = defaultdict(list)
-    for d, label in enumerate(doc_label):
-        if eff[d] > 0:
-            docs_of[label].append(d)
-    natural = {label: int(eff[docs_of[label]].sum()) for label in labels}
+    return eff, policy_counts
 
+
+@dataclass
+class _Shares:
+    """The mix's shares: sources with nothing to draw, the short source (None when it has none), the long
+    sources, each source's share of the tokens and its budget, and the total asked."""
+
+    missing: list[str]
+    short: str | None
+    long_labels: list[str]
+    share: dict[str, float]
+    budget: dict[str, int]
+    total: int
+
+
+def _shares(m, labels: list[str], natural: dict[str, int], setting) -> _Shares:
+    """Shares and budgets of the mixed sources (`labels`, unmixed ones left out)."""
     # a source with nothing to draw (its files failed, its documents were dropped or held out) is left out,
     # named in the record, and the others' shares are renormalised: the run goes on with the rest
-    passed = [x for x in labels if x in unmixed]
-    labels = [x for x in labels if x not in unmixed]
     missing = [x for x in labels if natural[x] == 0]
     short = m.short_source if m.short_source not in missing else None
     long_labels = [x for x in labels if x != m.short_source and x not in missing]
@@ -95,43 +141,30 @@ def plan_mix(cfg: IngestConfig, labels: list[str], doc_label: list[str], lengths
         share[short] = short_share
     total = m.tokens if m.tokens is not None else int(min(natural[x] / s for x, s in share.items() if s > 0))
     budget = {x: int(round(share[x] * total)) for x in share}
+    return _Shares(missing, short, long_labels, share, budget, total)
 
+
+def _draw_copies(seed: int, labels: list[str], docs_of: dict[str, list[int]], eff: np.ndarray, lengths: np.ndarray,
+                 sh: _Shares, setting) -> tuple[dict[str, list[tuple[int, int]]], dict[str, dict[str, float]]]:
+    """Per mixed source, the (document, tokens) copies drawn to fill its budget (long documents upsampled
+    when asked) and the tokens it asked for per length bucket."""
     copies: dict[str, list[tuple[int, int]]] = {}
     asked_buckets: dict[str, dict[str, float]] = {}
     for i, x in enumerate(labels):
-        if x not in share:  # missing: nothing to draw
+        if x not in sh.share:  # missing: nothing to draw
             asked_buckets[x] = {}
             continue
         ds = docs_of[x]
         up = setting(x).upsample_long
         w = np.array([up.factor if up is not None and lengths[d] >= up.min_tokens else 1.0 for d in ds])
-        got = draw(eff[ds], w, budget[x], np.random.default_rng([m.seed, 2, i])) if ds else []
+        got = draw(eff[ds], w, sh.budget[x], np.random.default_rng([seed, 2, i])) if ds else []
         copies[x] = [(ds[k], n) for k, n in got]
         wl = w * eff[ds] if ds else np.zeros(0)
         per = defaultdict(float)
         for k, d in enumerate(ds):
-            per[bucket_name(int(lengths[d]))] += budget[x] * wl[k] / wl.sum()
+            per[bucket_name(int(lengths[d]))] += sh.budget[x] * wl[k] / wl.sum()
         asked_buckets[x] = {b: round(v) for b, v in sorted(per.items())}
-
-    for x in passed:  # once each, whole
-        copies[x] = [(d, int(eff[d])) for d in docs_of[x]]
-
-    def packed(group: list[str], seed: int) -> PackPlan:
-        cs = [c for x in group for c in copies[x]]
-        items = spans(cs, eff, collections, np.random.default_rng([m.seed, seed]), word_cut)
-        return pack_spans(items, seq_len, boundaries=boundaries, slack=slack, word_cut=word_cut)
-
-    plan = packed(long_labels + passed, 3)
-    if short is not None:
-        s_plan = packed([short], 4)
-        plan.sequences.extend(s_plan.sequences)
-        plan.n_split_docs += s_plan.n_split_docs
-    record = _record(plan, labels, doc_label, lengths, share, budget, natural, asked_buckets, policy_counts)
-    record.update(total_asked=total, short_source=short, unmixed={x: natural[x] for x in passed}, missing=[
-        {"source": x, "reason": "no tokens to draw: its files failed or were skipped, or every document was "
-                                f"dropped by policy '{setting(x).policy}' or held out"} for x in missing],
-                  short_sequences=0 if short is None else len(s_plan.sequences), held_out=sorted(held))
-    return plan, record
+    return copies, asked_buckets
 
 
 def _record(plan: PackPlan, labels, doc_label, lengths, share, budget, natural, asked_buckets, policy) -> dict:

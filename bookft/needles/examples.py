@@ -179,14 +179,66 @@ def _more_magic(rng, cfg: RetrievalConfig, seed: int, first_question: str, n: in
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class _Frame:
+    """An example but its window of corpus text: the instruction, the facts in order of depth
+    ([(depth, needle)]), the questions asked at the end in their order ([(post, answer)]; the last
+    one ends the example) and how many earlier askings of the last question go into the context."""
+
+    instruction: str
+    placed: list
+    asks: list
+    n_ask: int = 0
+
+    @property
+    def post(self) -> str:
+        return self.asks[-1][0]
+
+    @property
+    def answer(self) -> str:
+        return self.asks[-1][1]
+
+    @property
+    def block(self) -> str:
+        """The questions after the context, answered."""
+        return "".join(p + a + "." for p, a in self.asks[:-1]) + self.post + self.answer
+
+    @property
+    def asked(self) -> str:
+        """An earlier asking of the last question, answered (when questions > 1)."""
+        return self.post + self.answer + ".\n\n"
+
+
 def build_example(tok, rng, pool: DocumentPool, cfg: RetrievalConfig, kind: str, length: int, seed: int,
                   needles: int = 1):
     """(text, answers [(start, end) tokens], tokens) with tokens == length - 1 (room for the EOS),
     or a little less; the last answer ends the example. `needles` > 1 (magic_number): that many
-    facts with distinct keys, each asked once at the end (retrieval.needles)."""
-    spec = None
+    facts with distinct keys, each asked once at the end (retrieval.needles). None when the
+    example would not survive the ingest's cleaning as it is."""
     if cfg.edge_depth and length < cfg.edge_from:  # retrieval.edge_from: edge needles in long examples only
         cfg = dataclasses.replace(cfg, edge_depth=0.0)
+    frame, window = _frame(rng, pool, cfg, kind, seed, needles)
+    tok = counter(tok)
+    budget = length - 1  # the EOS the ingest appends
+    frame, fixed = _room(tok, cfg, frame, kind, length, budget)
+    # Words of a window ("w0", " w1", " w2", ...): cut before a space, each is its own pre-token run,
+    # so their token counts add up (Words cuts and encodes the window once, only as far as needed).
+    # (runs of blank lines, as between the functions of code, shrunk to one: the cleaned text has no
+    # longer ones, and an example that cleaning would change is discarded)
+    w = Words(tok.tok, _BLANK_RUNS.sub("\n\n", window(rng, (budget - fixed) * 16)).strip())
+    best = _fit(tok, rng, cfg, frame, w, budget, budget - fixed)
+    if best is None:
+        return None
+    text, n, spans, k = best
+    if n < budget:  # top up with the window's next words, so the next example starts on its row
+        text, n, spans = _top_up(tok, text, n, spans, budget, len(frame.block), w.words(k, k + 64))
+    return text, _answer_tokens(tok, text, spans), n
+
+
+def _frame(rng, pool: DocumentPool, cfg: RetrievalConfig, kind: str, seed: int, needles: int):
+    """The example's kind drawn (up to 20 tries for material), its facts and questions: (_Frame,
+    window(rng, chars) -> text around the facts)."""
+    spec = None
     for _ in range(20):
         spec = KINDS[kind](rng, pool, cfg, seed)
         if spec is not None:
@@ -203,70 +255,33 @@ def build_example(tok, rng, pool: DocumentPool, cfg: RetrievalConfig, kind: str,
     asks = [(p, a) for _, _, p, a in facts]
     if len(asks) > 1:
         asks = [asks[int(i)] for i in rng.permutation(len(asks))]
-    post, answer = asks[-1]
-    block = "".join(p + a + "." for p, a in asks[:-1]) + post + answer  # the questions after the context
-    tok = counter(tok)
-    budget = length - 1  # the EOS the ingest appends
-    asked = post + answer + ".\n\n"  # an earlier asking of the question, answered (when questions > 1)
-    fixed0 = count_tokens(tok, instruction + " " + " ".join(t for _, t in placed) + block)
+    return _Frame(instruction, placed, asks), window
+
+
+def _room(tok, cfg: RetrievalConfig, frame: _Frame, kind: str, length: int, budget: int) -> tuple[_Frame, int]:
+    """The earlier askings that fit (keeping min_context of the example as context) and the tokens
+    the example holds besides its window: (frame with n_ask set, fixed tokens)."""
+    fixed0 = count_tokens(tok, frame.instruction + " " + " ".join(t for _, t in frame.placed) + frame.block)
     if fixed0 + 16 > budget:
         raise IngestError(f"retrieval.lengths: {length} tokens is too short for a {kind} example "
                           f"({fixed0} tokens without any context); use lengths of at least {fixed0 + 64}")
-    n_ask = cfg.questions - 1 if len(facts) == 1 else 0  # as many as fit, keeping min_context as context
-    while n_ask > 0 and fixed0 + n_ask * count_tokens(tok, asked) > budget * (1.0 - cfg.min_context):
+    n_ask = cfg.questions - 1 if len(frame.placed) == 1 else 0  # as many as fit, keeping min_context as context
+    while n_ask > 0 and fixed0 + n_ask * count_tokens(tok, frame.asked) > budget * (1.0 - cfg.min_context):
         n_ask -= 1
-    fixed = fixed0 + n_ask * count_tokens(tok, asked)
-    # Words of a window ("w0", " w1", " w2", ...): cut before a space, each is its own pre-token run,
-    # so their token counts add up (Words cuts and encodes the window once, only as far as needed).
-    # (runs of blank lines, as between the functions of code, shrunk to one: the cleaned text has no
-    # longer ones, and an example that cleaning would change is discarded)
-    w = Words(tok.tok, _BLANK_RUNS.sub("\n\n", window(rng, (budget - fixed) * 16)).strip())
-    target, best = budget - fixed, None
+    return dataclasses.replace(frame, n_ask=n_ask), fixed0 + n_ask * count_tokens(tok, frame.asked)
+
+
+def _fit(tok, rng, cfg: RetrievalConfig, frame: _Frame, w: Words, budget: int, target: int):
+    """Up to five attempts at the number of window words that lands the example on `budget` tokens:
+    the best (text, tokens, answer character spans, words used) within budget, or None (none fits,
+    or cleaning would change an attempt: the example is discarded)."""
+    best = None
     for _ in range(5):
         counts = w.counts_upto(target)  # running totals, at least through the words that fit
         k = int(np.searchsorted(counts, target, side="right"))  # words that fit
         if k < 2:
             break
-        # a needle goes before word m (a sentence start when one is near the nominal depth)
-        at = []
-        for d, text_ in placed:
-            m = int(np.searchsorted(counts[:k], d * counts[k - 1]))
-            near = [j for j in range(max(1, m - 12), min(k, m + 12))
-                    if w.word(j - 1).rstrip().endswith((".", "!", "?"))]
-            at.append((min(near, key=lambda j: abs(j - m)) if near and 0 < m < k else m, text_))
-        at.sort(key=lambda x: x[0])
-        m = at[-1][0]
-        # earlier askings go at random word boundaries after the needle
-        lo = m + 1 + int(cfg.ask_from * (k - m - 1))  # retrieval.ask_from: keep the first asking far
-        # never before word k (the end): that asking would run into the final question ("\n\n\n\n",
-        # which cleaning changes), and the whole attempt would be discarded
-        later = sorted(int(x) for x in rng.integers(lo, k, n_ask)) if lo < k else []
-        parts, pos = [instruction], 0
-        for m_, text_ in at:
-            if m_ == 0:
-                parts += [text_, "" if w.word(0).startswith(" ") else " "]
-            else:
-                parts += [w.text(pos, m_), " ", text_]
-            pos = m_
-        spans = []
-        for q in later:
-            parts.append(w.text(pos, q))
-            start = sum(map(len, parts)) + len(post)
-            spans.append((start, start + len(answer)))
-            parts.append(asked)
-            pos = q
-            if q < k:
-                parts.append(w.word(q).lstrip())
-                pos = q + 1
-        parts.append(w.text(pos, k))
-        for p, a in asks[:-1]:
-            start = sum(map(len, parts)) + len(p)
-            spans.append((start, start + len(a)))
-            parts += [p, a, "."]
-        start = sum(map(len, parts)) + len(post)
-        spans.append((start, start + len(answer)))
-        parts += [post, answer]
-        text = "".join(parts)
+        text, spans = _compose(rng, cfg, frame, w, counts, k)
         if clean_text(text) != text:
             return None  # cleaning would change the text (odd characters): skip this one
         n = count_tokens(tok, text)
@@ -275,17 +290,69 @@ def build_example(tok, rng, pool: DocumentPool, cfg: RetrievalConfig, kind: str,
         if n == budget:
             break
         target += budget - n  # the joins count a little differently from the parts
-    if best is None:
-        return None
-    text, n, spans, k = best
-    if n < budget:  # top up with the window's next words, so the next example starts on its row
-        text, n, spans = _top_up(tok, text, n, spans, budget, len(block), w.words(k, k + 64))
-    ids, tspans = token_char_spans(tok, text)
+    return best
+
+
+def _needle_words(placed: list, w: Words, counts: np.ndarray, k: int) -> list[tuple[int, str]]:
+    """[(word index, needle)] in order: a needle goes before word m (a sentence start when one is
+    near its nominal depth) of the first k words."""
+    at = []
+    for d, text_ in placed:
+        m = int(np.searchsorted(counts[:k], d * counts[k - 1]))
+        near = [j for j in range(max(1, m - 12), min(k, m + 12))
+                if w.word(j - 1).rstrip().endswith((".", "!", "?"))]
+        at.append((min(near, key=lambda j: abs(j - m)) if near and 0 < m < k else m, text_))
+    at.sort(key=lambda x: x[0])
+    return at
+
+
+def _compose(rng, cfg: RetrievalConfig, frame: _Frame, w: Words, counts: np.ndarray, k: int
+             ) -> tuple[str, list[tuple[int, int]]]:
+    """The example on the first k words of the window: (text, answers' character spans)."""
+    post, answer, asked = frame.post, frame.answer, frame.asked
+    at = _needle_words(frame.placed, w, counts, k)
+    m = at[-1][0]
+    # earlier askings go at random word boundaries after the needle
+    lo = m + 1 + int(cfg.ask_from * (k - m - 1))  # retrieval.ask_from: keep the first asking far
+    # never before word k (the end): that asking would run into the final question ("\n\n\n\n",
+    # which cleaning changes), and the whole attempt would be discarded
+    later = sorted(int(x) for x in rng.integers(lo, k, frame.n_ask)) if lo < k else []
+    parts, pos = [frame.instruction], 0
+    for m_, text_ in at:
+        if m_ == 0:
+            parts += [text_, "" if w.word(0).startswith(" ") else " "]
+        else:
+            parts += [w.text(pos, m_), " ", text_]
+        pos = m_
+    spans = []
+    for q in later:
+        parts.append(w.text(pos, q))
+        start = sum(map(len, parts)) + len(post)
+        spans.append((start, start + len(answer)))
+        parts.append(asked)
+        pos = q
+        if q < k:
+            parts.append(w.word(q).lstrip())
+            pos = q + 1
+    parts.append(w.text(pos, k))
+    for p, a in frame.asks[:-1]:
+        start = sum(map(len, parts)) + len(p)
+        spans.append((start, start + len(a)))
+        parts += [p, a, "."]
+    start = sum(map(len, parts)) + len(post)
+    spans.append((start, start + len(answer)))
+    parts += [post, answer]
+    return "".join(parts), spans
+
+
+def _answer_tokens(tok, text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The answers' character spans in `text` -> their [start, end) token spans."""
+    _, tspans = token_char_spans(tok, text)
     answers = []
     for a0, a1 in spans:
         hit = np.flatnonzero((tspans[:, 0] < a1) & (tspans[:, 1] > a0))
         answers.append((int(hit[0]), int(hit[-1]) + 1))
-    return text, answers, n
+    return answers
 
 
 def _top_up(tok, text: str, n: int, spans: list, budget: int, tail: int, words: list[str]):
