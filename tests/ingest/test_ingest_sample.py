@@ -1,4 +1,4 @@
-"""The built-in sample corpus is fixed: the same bytes in every checkout and at every commit (issue 16).
+"""The built-in sample corpus is fixed: the same bytes in every checkout and at every commit.
 
 The sample used to embed the live bookft source tree, so every commit was a new corpus (tokenizer,
 haystacks) and a new training run. Its code repository is now generated (bookft.ingest.sample.code);
@@ -7,10 +7,11 @@ sample changes the hash here, in the same commit, and is a new draw for the defa
 """
 
 import ast
+from pathlib import Path
 
 from bookft.ingest.config import SampleConfig
 from bookft.ingest.formats.code import extract_code
-from bookft.ingest.sample import generate_sample, sample_digest
+from bookft.ingest.sample import default_corpus_yaml, generate_sample, sample_digest
 
 SAMPLE_DIGEST = "653e04a81f68af7c4a3fc0762985776cbfc8aae5e4919e9f1bcd8eeb767cfd18"
 
@@ -36,3 +37,11 @@ def test_generated_repository_is_real_python(tmp_path):
     assert text.startswith("=== FILE: README.md")  # README first, as gitingest/repomix order it
     assert "generated/cache.py" not in text  # .gitignore honoured
     assert [e.reason for e in res.entries if e.status == "skipped"] == ["binary content"]
+
+
+def test_default_definition_ships_with_the_package():
+    """`bookft ingest` with no source reads the package's copy; corpora/sample.yaml is the same file."""
+    shipped = default_corpus_yaml()
+    assert shipped.is_file() and "bookft/ingest/sample" in shipped.as_posix()
+    repo_copy = Path(__file__).resolve().parents[2] / "corpora" / "sample.yaml"
+    assert shipped.read_bytes() == repo_copy.read_bytes()
