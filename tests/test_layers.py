@@ -2,7 +2,8 @@
 
 Layers (docs/design.md): cli/commands > pipelines, quickstart > ingest > plan > eval > train > model >
 attention, parallel > corpus, needles > config, host > errors; ingest imports neither eval nor jax;
-model imports neither parallel nor train. Imports inside functions count.
+model imports neither parallel nor train. No module imports itself through others (a cycle), on
+grimp's graph, the one import-linter checks. Imports inside functions count.
 """
 
 import os
@@ -39,3 +40,38 @@ def test_an_upward_import_breaks_the_layers(tmp_path):
                    'forbidden_modules = ["bookft.train"]\n')
     res = _lint(cfg)
     assert res.returncode != 0 and "BROKEN" in res.stdout + res.stderr
+
+
+def _cycle(graph) -> list[str] | None:
+    """One import cycle among bookft's modules (a depth-first search on grimp's graph), or None."""
+    colour: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> list[str] | None:
+        colour[m] = 1
+        stack.append(m)
+        for n in sorted(graph.find_modules_directly_imported_by(m)):
+            if not n.startswith("bookft") or n == m:
+                continue
+            if colour.get(n) == 1:
+                return stack[stack.index(n):] + [n]
+            if n not in colour and (found := visit(n)):
+                return found
+        stack.pop()
+        colour[m] = 2
+        return None
+
+    for m in sorted(graph.modules):
+        if m not in colour and (found := visit(m)):
+            return found
+    return None
+
+
+def test_no_import_cycle_among_modules():
+    grimp = pytest.importorskip("grimp")
+    graph = grimp.build_graph("bookft")
+    found = _cycle(graph)
+    assert found is None, " -> ".join(found)
+    graph.add_import(importer="bookft.corpus.reader", imported="bookft.corpus.store")
+    graph.add_import(importer="bookft.corpus.store", imported="bookft.corpus.reader")
+    assert _cycle(graph) is not None  # the check can fail

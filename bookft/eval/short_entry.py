@@ -11,9 +11,10 @@ from rich.table import Table
 
 from bookft.errors import EvalError
 from bookft.eval.entry import load_subject, training_probe
+from bookft.eval.ppl_report import write_sections_page
 from bookft.eval.report import niah_results, write_report
 from bookft.eval.short import generic_texts, held_out_texts, score_documents
-from bookft.eval.short_report import KIND, write_short, write_short_page
+from bookft.eval.short_report import KIND, write_short
 
 
 def _encode(tok, texts: list[str], max_tokens: int) -> list[np.ndarray]:
@@ -63,7 +64,7 @@ def evaluate_short(*, checkpoint: str | None, model_dir: str | None, base: str |
     if niah is not None:  # the NIAH grid's report in this folder: re-rendered with the section
         report = write_report(niah, out, probe_rows=training_probe(niah.get("model", {}).get("checkpoint")))["report"]
     else:
-        report = write_short_page(out)
+        report = write_sections_page(out, "bookft eval: short-context check")  # DIR holds no NIAH results
     table = Table(title="short-context check (loss nats/token, token accuracy)")
     for col in ("set", "base loss", "tuned loss", "base acc", "tuned acc"):
         table.add_column(col, justify="left" if col == "set" else "right")

@@ -95,11 +95,3 @@ def short_section(out: Path) -> str:
 
 def write_short(res: dict, out: Path) -> Path:
     return write_section(res, out, SHORT_FILE)
-
-
-def write_short_page(out: Path) -> Path:
-    """report.html with the short-context section (and the perplexity table of `bookft eval ppl`, when
-    DIR has one): DIR holds no NIAH results yet."""
-    from bookft.eval.ppl_report import write_sections_page  # it imports this module
-
-    return write_sections_page(out, "bookft eval: short-context check")

@@ -18,7 +18,7 @@ Design choices:
   ids move ([B, S], a few MB at 1M tokens), never activations.
 - The taps are embeddings of the earlier ids, so the layer is a function of the ids alone; one
   decode step needs just the previous W-1 ids of its row (`history`), no cache of activations.
-- A full matrix per tap (issue 16): it can give each offset a subspace of its own, as a
+- A full matrix per tap: it can give each offset a subspace of its own, as a
   previous-token attention head writes through its OV matrix (Olsson et al. 2022, induction heads),
   at W*E*E parameters (131k at W=8, E=128). Per-channel taps, tried before, put "digit d one token
   back" in the embedding space of "digit d here", and the copying head of a tiny model read a blend
