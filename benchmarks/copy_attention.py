@@ -157,8 +157,8 @@ def main() -> None:
     from bookft.eval.entry import load_settings, load_subject
     from bookft.eval.grid import grid_depths, grid_lengths
     from bookft.eval.haystack import build_haystack
-    from bookft.eval.placement import build_sample
     from bookft.needles import make_task
+    from bookft.needles.placement import build_sample
 
     t0 = time.perf_counter()
     run = Path(args.checkpoint)

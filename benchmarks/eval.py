@@ -34,12 +34,13 @@ from bookft.attention.config import AttentionConfig  # noqa: E402
 from bookft.config import from_dict, read_yaml  # noqa: E402
 from bookft.eval import EvalConfig, run_niah  # noqa: E402
 from bookft.eval.drivers import attention_and_layout, model_generate_fn, model_logits_fn  # noqa: E402
-from bookft.eval.haystack import build_haystack, essay_sentences  # noqa: E402
+from bookft.eval.haystack import build_haystack  # noqa: E402
 from bookft.eval.layout import SeqLayout  # noqa: E402
-from bookft.eval.placement import build_sample  # noqa: E402
-from bookft.eval.tokenizer import EvalTokenizer  # noqa: E402
 from bookft.model import ModelConfig, init_model  # noqa: E402
 from bookft.needles import make_task  # noqa: E402
+from bookft.needles.haystack import essay_sentences  # noqa: E402
+from bookft.needles.placement import build_sample  # noqa: E402
+from bookft.needles.tokenizer import ModelTokenizer  # noqa: E402
 from bookft.parallel.config import ParallelConfig  # noqa: E402
 from bookft.parallel.mesh import make_mesh  # noqa: E402
 
@@ -69,7 +70,7 @@ def main() -> None:
 
     mcfg = from_dict(ModelConfig, read_yaml(ROOT / "configs" / "models" / "tiny.yaml")["model"], "model")
     model = init_model(mcfg, seed=0)
-    tok = EvalTokenizer.load(essay_tokenizer(min(1024, mcfg.vocab_size)))
+    tok = ModelTokenizer.load(essay_tokenizer(min(1024, mcfg.vocab_size)))
     rows: list[dict] = []
 
     # attention setups: (attend, layout); ring = the configured CP strategy over --cp devices

@@ -12,5 +12,5 @@ __getattr__, __dir__, __all__ = lazy(__name__, {
     "bookft.eval.report": ["compare_reports", "load_results", "print_summary", "write_report"],
     "bookft.eval.runner": ["effective_length", "run_niah"],
     "bookft.eval.scoring": ["string_match_all"],
-    "bookft.eval.tokenizer": ["EvalTokenizer"],
+    "bookft.needles.tokenizer": ["ModelTokenizer"],
 })

@@ -29,7 +29,7 @@ from bookft.eval.config import EvalConfig, ruler_protocol_defaults
 from bookft.eval.drivers import attention_and_layout
 from bookft.eval.report import print_summary, write_report
 from bookft.eval.runner import run_niah
-from bookft.eval.tokenizer import EvalTokenizer
+from bookft.needles.tokenizer import ModelTokenizer
 
 RUN_SECTIONS = ("name", "model", "attention", "parallel", "data", "train", "checkpoint")
 
@@ -97,7 +97,7 @@ def _checkpoint_tokenizer(run_dir: Path, run_config) -> Path:
 
 def load_subject(checkpoint: str | None, model_dir: str | None, tokenizer: str | None, *, mesh=None,
                  like=None):
-    """(model, EvalTokenizer, model_config, run_config or None, info dict).
+    """(model, ModelTokenizer, model_config, run_config or None, info dict).
 
     `like`: a run config's ModelConfig whose knobs (dtypes, model.rope_scaling, ...) an HF folder is
     loaded with, so `--model DIR --config PRESET` scores the folder as that preset trains it (a
@@ -121,7 +121,7 @@ def load_subject(checkpoint: str | None, model_dir: str | None, tokenizer: str |
                 mesh = build_mesh(realise(load_run_config(run_dir / "config.yaml")))
         model, run_config = load_params(run_dir, mesh=mesh)
         tok_path = Path(tokenizer) if tokenizer else _checkpoint_tokenizer(run_dir, run_config)
-        return (model, EvalTokenizer.load(tok_path), run_config.model, run_config,
+        return (model, ModelTokenizer.load(tok_path), run_config.model, run_config,
                 {"checkpoint": str(run_dir), "run": getattr(run_config, "name", "")})
     from bookft.model import load_hf
 
@@ -135,7 +135,7 @@ def load_subject(checkpoint: str | None, model_dir: str | None, tokenizer: str |
 
         model, config = load_hf(path, mesh=mesh, like=like,
                                 shardings=lambda names, shape: logical_to_spec(names, shape, mesh))
-    tok = EvalTokenizer.load(Path(tokenizer) if tokenizer else path)
+    tok = ModelTokenizer.load(Path(tokenizer) if tokenizer else path)
     return model, tok, config, None, {"hf_dir": str(path)}
 
 

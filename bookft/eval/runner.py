@@ -31,10 +31,10 @@ from bookft.eval.drivers import check_model, model_generate_fn, model_logits_fn
 from bookft.eval.grid import grid_depths, grid_lengths
 from bookft.eval.haystack import build_haystack
 from bookft.eval.layout import SeqLayout
-from bookft.eval.placement import Sample, build_sample
 from bookft.eval.scoring import GenerateFn, LogitsFn, generate, teacher_forced
-from bookft.eval.tokenizer import EvalTokenizer
 from bookft.needles import make_task
+from bookft.needles.placement import Sample, build_sample
+from bookft.needles.tokenizer import ModelTokenizer
 
 
 def effective_length(per_length: dict[int, float], threshold: float) -> int | None:
@@ -81,7 +81,7 @@ def run_niah(model: Any, tokenizer: Any, settings: EvalConfig, *, logits_fn: Log
     settings.length_buckets.
     """
     cfg = settings
-    tok = EvalTokenizer.load(tokenizer)
+    tok = ModelTokenizer.load(tokenizer)
     lengths, depths = grid_lengths(cfg), grid_depths(cfg)
     model_config = model_config if model_config is not None else getattr(model, "config", None)
     check_model(model_config, lengths, tok.vocab_size)
@@ -147,7 +147,7 @@ def run_niah(model: Any, tokenizer: Any, settings: EvalConfig, *, logits_fn: Log
 
 
 def _cell(length: int, depth: float, rows: list[tuple[float, int, Sample]], tf, gen,
-          tok: EvalTokenizer) -> dict:
+          tok: ModelTokenizer) -> dict:
     per_seed = []
     for i, (_, seed, s) in enumerate(rows):
         r: dict[str, Any] = {"seed": seed, "actual_length": s.actual_length,

@@ -25,8 +25,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from bookft.errors import EvalError
-from bookft.eval.placement import Sample
-from bookft.eval.tokenizer import EvalTokenizer
+from bookft.needles.placement import Sample
+from bookft.needles.tokenizer import ModelTokenizer
 
 LogitsFn = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 GenerateFn = Callable[[Sequence[np.ndarray], int], np.ndarray]
@@ -82,7 +82,7 @@ def teacher_forced(logits_fn: LogitsFn, samples: Sequence[Sample], seq_len: int,
     return out
 
 
-def generate(generate_fn: GenerateFn, samples: Sequence[Sample], tokenizer: EvalTokenizer,
+def generate(generate_fn: GenerateFn, samples: Sequence[Sample], tokenizer: ModelTokenizer,
              max_new_tokens: int, batch_size: int) -> list[dict]:
     """Per sample: string_match (RULER string_match_all) and the decoded output."""
     out: list[dict] = []

@@ -22,7 +22,7 @@ import numpy as np
 from flax import nnx
 
 from bookft.errors import EvalError
-from bookft.eval.haystack import essay_sentences
+from bookft.needles.haystack import essay_sentences
 
 
 @functools.lru_cache(maxsize=16)

@@ -6,6 +6,9 @@
 - tokencount.py, text.py: the ingest's token counts and text form, measured here without the
   ingest (an example must have exactly the tokens the build will give it).
 - retrieval_config.py: the `retrieval:` section of a corpus YAML.
+- tokenizer.py (the model's tokenizer: offsets, special tokens, the chat template), haystack.py
+  (sentence-chunked filler) and placement.py (needles at sentence boundaries, the prompt and answer
+  as token ids): how a task becomes a sequence, for the eval and for the synthesized examples.
 
 This layer sits below ingest and eval (docs/design.md, "Layers"): it imports only bookft.config
 and bookft.errors. The ingest writes the examples to files (bookft/ingest/example_writer.py).

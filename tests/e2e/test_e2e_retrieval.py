@@ -7,7 +7,6 @@ import pytest
 
 from bookft.config import from_dict
 from bookft.errors import ConfigError, IngestError
-from bookft.eval.haystack import essay_sentences
 from bookft.ingest.corpus_build import loss_weights_fn
 from bookft.ingest.documents import Document
 from bookft.ingest.example_writer import synthesize
@@ -20,6 +19,7 @@ from bookft.needles.examples import (
     count_tokens,
     token_char_spans,
 )
+from bookft.needles.haystack import essay_sentences
 from bookft.needles.retrieval_config import RetrievalConfig
 
 

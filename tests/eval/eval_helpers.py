@@ -11,7 +11,7 @@ from itertools import islice
 import numpy as np
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-from bookft.eval.haystack import NOISE, essay_sentences
+from bookft.needles.haystack import NOISE, essay_sentences
 
 
 def training_text() -> list[str]:

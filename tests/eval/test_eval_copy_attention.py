@@ -13,9 +13,9 @@ model_mod = pytest.importorskip("bookft.model")
 from benchmarks import copy_attention as ca  # noqa: E402
 from bookft.eval.config import EvalConfig  # noqa: E402
 from bookft.eval.haystack import build_haystack  # noqa: E402
-from bookft.eval.placement import build_sample  # noqa: E402
-from bookft.eval.tokenizer import EvalTokenizer  # noqa: E402
 from bookft.needles import make_task  # noqa: E402
+from bookft.needles.placement import build_sample  # noqa: E402
+from bookft.needles.tokenizer import ModelTokenizer  # noqa: E402
 
 TINY = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4, num_kv_heads=2,
             max_position_embeddings=1024, compute_dtype="float32", remat="none", short_conv=4)
@@ -24,7 +24,7 @@ TINY = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_layers=2,
 def test_recording_attention_and_sources():
     import jax.numpy as jnp
 
-    tok = EvalTokenizer.load(byte_bpe())
+    tok = ModelTokenizer.load(byte_bpe())
     model = ca.one_device(model_mod.init_model(model_mod.ModelConfig(**TINY), seed=0))
     cfg = EvalConfig(phrasing="short")
     sample = build_sample(make_task(cfg, 0, 50.0), build_haystack(cfg.haystack, tok, 0, 300, cfg.corpus), tok, 300,

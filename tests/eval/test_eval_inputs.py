@@ -12,15 +12,15 @@ from bookft.errors import ConfigError, EvalError
 from bookft.eval import EvalConfig, run_niah
 from bookft.eval.entry import load_settings, split_overrides
 from bookft.eval.haystack import build_haystack
-from bookft.eval.placement import build_sample
-from bookft.eval.tokenizer import EvalTokenizer
 from bookft.model.config import ModelConfig, RopeConfig
 from bookft.needles import make_task
+from bookft.needles.placement import build_sample
+from bookft.needles.tokenizer import ModelTokenizer
 
 
 @pytest.fixture(scope="module")
 def bpe():
-    return EvalTokenizer.load(byte_bpe())
+    return ModelTokenizer.load(byte_bpe())
 
 
 def _zeros(ids, pos, seg):
@@ -98,7 +98,7 @@ def test_hf_folder_tokenizer_with_chat_template(tmp_path, bpe):
                 "{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
     (tmp_path / "tokenizer_config.json").write_text(json.dumps(
         {"bos_token": "<s>", "eos_token": "</s>", "chat_template": template}))
-    tok = EvalTokenizer.load(tmp_path)
+    tok = ModelTokenizer.load(tmp_path)
     assert tok.eos_id == bpe.tok.token_to_id("</s>") and tok.chat_template == template
     hay = build_haystack("essay", tok, 0, 1200)
     inst = make_task(EvalConfig(), 0, 50)
@@ -111,7 +111,7 @@ def test_hf_folder_tokenizer_with_chat_template(tmp_path, bpe):
     res = run_niah(None, tok, EvalConfig(lengths=(800,), depths=(50,), seeds=(0,), chat_template=True),
                    logits_fn=OracleModel(tok, tok.vocab_size).logits_fn, progress=False)
     assert res["summary"]["mean"] == 1.0
-    no_template = EvalTokenizer.load(bpe.tok)
+    no_template = ModelTokenizer.load(bpe.tok)
     with pytest.raises(EvalError, match="chat_template"):
         build_sample(inst, hay, no_template, 1000, 50, chat=True)
 

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 model_mod = pytest.importorskip("bookft.model")
 
 from bookft.cli import app  # noqa: E402
-from bookft.eval.tokenizer import EvalTokenizer  # noqa: E402
+from bookft.needles.tokenizer import ModelTokenizer  # noqa: E402
 
 TINY = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4, num_kv_heads=2,
             max_position_embeddings=1024, compute_dtype="float32", remat="none")
@@ -21,7 +21,7 @@ TINY = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_layers=2,
 
 @pytest.fixture(scope="module")
 def setup():
-    tok = EvalTokenizer.load(byte_bpe())
+    tok = ModelTokenizer.load(byte_bpe())
     return tok, model_mod.init_model(model_mod.ModelConfig(**TINY), seed=0)
 
 

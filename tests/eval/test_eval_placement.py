@@ -10,15 +10,16 @@ from eval_helpers import byte_bpe, wordpiece
 
 from bookft.eval.config import EvalConfig
 from bookft.eval.grid import grid_depths, grid_lengths
-from bookft.eval.haystack import build_haystack, split_sentences
-from bookft.eval.placement import build_sample
-from bookft.eval.tokenizer import EvalTokenizer
+from bookft.eval.haystack import build_haystack
 from bookft.needles import make_task
+from bookft.needles.haystack import split_sentences
+from bookft.needles.placement import build_sample
+from bookft.needles.tokenizer import ModelTokenizer
 
 
 @pytest.fixture(scope="module", params=["byte_bpe", "wordpiece"])
 def tok(request):
-    return EvalTokenizer.load({"byte_bpe": byte_bpe, "wordpiece": wordpiece}[request.param]())
+    return ModelTokenizer.load({"byte_bpe": byte_bpe, "wordpiece": wordpiece}[request.param]())
 
 
 def _squash(s: str) -> str:
@@ -70,7 +71,7 @@ def test_depth_endpoints_and_ordering(tok):
 
 
 def test_special_strings_in_haystack_are_scrubbed():
-    tok = EvalTokenizer.load(byte_bpe())
+    tok = ModelTokenizer.load(byte_bpe())
     text = "A line with a trap <|endoftext|> inside. Another <s> sentence here. " * 60
     chunks = split_sentences(text)
     assert "".join(chunks) == text

@@ -18,9 +18,9 @@ transformers = pytest.importorskip("transformers")
 
 from bookft.cli import app  # noqa: E402
 from bookft.eval import EvalConfig, run_niah, write_report  # noqa: E402
-from bookft.eval.haystack import essay_sentences  # noqa: E402
 from bookft.eval.ppl import position_edges  # noqa: E402
-from bookft.eval.tokenizer import EvalTokenizer  # noqa: E402
+from bookft.needles.haystack import essay_sentences  # noqa: E402
+from bookft.needles.tokenizer import ModelTokenizer  # noqa: E402
 
 LENGTHS = (64, 128)
 
@@ -54,7 +54,7 @@ def setup(tmp_path_factory):
 def _reference(model, files, length: int, stride: int | None) -> dict:
     """Token NLL sums of a direct transformers forward per window: every full window from 0 by
     `stride` (default L); the first scores positions 1..L-1, later ones max(1, L-S)..L-1."""
-    tok = EvalTokenizer.load(byte_bpe())
+    tok = ModelTokenizer.load(byte_bpe())
     s = min(stride or length, length)
     edges = position_edges(length)
     threads = torch.get_num_threads()
@@ -114,7 +114,7 @@ def test_ppl_equals_transformers_on_the_same_windows(setup, stride):
 
 def test_several_models_nest_by_label_and_join_the_niah_report(setup, tmp_path):
     root, models, files = setup
-    tok = EvalTokenizer.load(byte_bpe())
+    tok = ModelTokenizer.load(byte_bpe())
     niah = run_niah(None, tok, EvalConfig(lengths=(300,), depths=(0, 100), seeds=(0,)),
                     logits_fn=OracleModel(tok, tok.vocab_size).logits_fn, progress=False)
     write_report(niah, tmp_path)

@@ -13,14 +13,14 @@ from typer.testing import CliRunner
 
 from bookft.cli import app
 from bookft.eval import EvalConfig, compare_reports, load_results, print_summary, run_niah, write_report
-from bookft.eval.tokenizer import EvalTokenizer
+from bookft.needles.tokenizer import ModelTokenizer
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory):
-    tok = EvalTokenizer.load(byte_bpe())
+    tok = ModelTokenizer.load(byte_bpe())
     cfg = EvalConfig(lengths=(300, 600), depths=(0, 50, 100), seeds=(0,))
     good = run_niah(None, tok, cfg, logits_fn=OracleModel(tok, tok.vocab_size).logits_fn, progress=False)
     bad = run_niah(None, tok, cfg, logits_fn=random_logits_fn(tok.vocab_size), progress=False)
@@ -80,7 +80,7 @@ def test_cli_compare_and_errors(two_runs, tmp_path):
 def test_progress_bar_counts_cells_and_tokens_per_second():
     import io
 
-    tok = EvalTokenizer.load(byte_bpe())
+    tok = ModelTokenizer.load(byte_bpe())
     console = Console(record=True, file=io.StringIO(), force_terminal=True, width=120)
     res = run_niah(None, tok, EvalConfig(lengths=(300, 600), depths=(0, 100), seeds=(0,)),
                    logits_fn=OracleModel(tok, tok.vocab_size).logits_fn, console=console, progress=True)

@@ -7,12 +7,12 @@ import pytest
 from eval_helpers import OracleModel, byte_bpe, random_logits_fn, wordpiece
 
 from bookft.eval import EvalConfig, effective_length, run_niah, string_match_all
-from bookft.eval.tokenizer import EvalTokenizer
+from bookft.needles.tokenizer import ModelTokenizer
 
 
 @pytest.fixture(scope="module")
 def bpe():
-    return EvalTokenizer.load(byte_bpe())
+    return ModelTokenizer.load(byte_bpe())
 
 
 def test_string_match_all_is_ruler():
@@ -57,7 +57,7 @@ def test_oracle_scores_one_random_scores_zero(bpe, task, phrasing):
 
 
 def test_oracle_with_wordpiece_and_multi_answers():
-    tok = EvalTokenizer.load(wordpiece())
+    tok = ModelTokenizer.load(wordpiece())
     cfg = EvalConfig(lengths=(512,), depths=(25, 75), seeds=(2,), scoring=("teacher_forced",))
     oracle = OracleModel(tok, tok.vocab_size)
     res = run_niah(None, tok, cfg, logits_fn=oracle.logits_fn, progress=False)
@@ -86,9 +86,9 @@ def test_logits_tail_and_padding(bpe):
 def test_logits_window_with_start(bpe):
     """A logits_fn may return (logits, start): a window ending at the real tokens, before padding."""
     from bookft.eval.haystack import build_haystack
-    from bookft.eval.placement import build_sample
     from bookft.eval.scoring import teacher_forced
     from bookft.needles import make_task
+    from bookft.needles.placement import build_sample
 
     hay = build_haystack("essay", bpe, 0, 800)
     samples = [build_sample(make_task(EvalConfig(), 0, d), hay, bpe, 300, d) for d in (0.0, 100.0)]

@@ -18,15 +18,15 @@ from bookft.config import from_dict  # noqa: E402
 from bookft.corpus import open_corpus  # noqa: E402
 from bookft.eval import EvalConfig, run_niah, write_report  # noqa: E402
 from bookft.eval.short import generic_texts  # noqa: E402
-from bookft.eval.tokenizer import EvalTokenizer  # noqa: E402
 from bookft.ingest import IngestConfig, build_corpus  # noqa: E402
+from bookft.needles.tokenizer import ModelTokenizer  # noqa: E402
 
 WORDS = "river stone lantern harbor meadow archive winter summer quiet ancient merchant sailor".split()
 TINY = dict(vocab_size=512, hidden_size=32, intermediate_size=64, num_layers=2, num_heads=4, num_kv_heads=2,
             max_position_embeddings=512, compute_dtype="float32", remat="none")
 
 
-def _reference(model, tok: EvalTokenizer, texts: list[str], max_tokens: int) -> tuple[float, float]:
+def _reference(model, tok: ModelTokenizer, texts: list[str], max_tokens: int) -> tuple[float, float]:
     """Token-pooled mean cross-entropy and argmax accuracy: one unpadded forward per document, numpy CE."""
     ce, hit, n = 0.0, 0, 0
     for t in texts:
@@ -76,7 +76,7 @@ def test_short_losses_equal_a_direct_forward(setup):
     texts = {"corpus held-out": [docs[i]["text"] for i in held], "generic": generic_texts()}
     for who in ("base", "tuned"):
         model, _ = model_mod.load_hf(dirs[who])
-        tok = EvalTokenizer.load(dirs[who])
+        tok = ModelTokenizer.load(dirs[who])
         for name, t in texts.items():
             loss, acc = _reference(model, tok, t, 96)
             got = res["sets"][name][who]
@@ -89,7 +89,7 @@ def test_short_losses_equal_a_direct_forward(setup):
 
 def test_short_joins_the_niah_report(setup, tmp_path):
     root, dirs = setup
-    tok = EvalTokenizer.load(byte_bpe())
+    tok = ModelTokenizer.load(byte_bpe())
     niah = run_niah(None, tok, EvalConfig(lengths=(300,), depths=(0, 100), seeds=(0,)),
                     logits_fn=OracleModel(tok, tok.vocab_size).logits_fn, progress=False)
     write_report(niah, tmp_path)

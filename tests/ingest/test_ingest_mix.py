@@ -179,9 +179,9 @@ def test_a_larger_total_repeats_every_document_evenly(tmp_path, sources):
 
 
 def test_synthesized_retrieval_examples_stay_outside_the_mix(tmp_path, monkeypatch):
-    from bookft.eval.haystack import essay_sentences
     from bookft.ingest import corpus_build as example_build
     from bookft.needles import NIAH_INSTRUCTION
+    from bookft.needles.haystack import essay_sentences
 
     material = []
     real = example_build.synthesize

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from bookft.config import from_dict
-from bookft.eval.haystack import essay_sentences
 from bookft.ingest import IngestConfig
 from bookft.ingest import corpus_build as B
 from bookft.ingest import example_writer as W
@@ -16,6 +15,7 @@ from bookft.ingest.formats.text import jsonl_documents
 from bookft.ingest.tokenize import encode_documents, train_bpe, units
 from bookft.needles import NIAH_INSTRUCTION
 from bookft.needles import examples as R
+from bookft.needles.haystack import essay_sentences
 from bookft.needles.tokencount import TokenCounter, Words
 
 CUT = re.compile(r"(?<=\S) (?=\S)")

@@ -167,7 +167,7 @@ def test_tokenizer_round_trip_and_chat_template(converted):
     from tokenizers import Tokenizer
     from transformers import AutoTokenizer
 
-    from bookft.eval.tokenizer import EvalTokenizer
+    from bookft.needles.tokenizer import ModelTokenizer
 
     tok = Tokenizer.from_file(str(converted / "tokenizer.json"))
     for text in (_text(), "Café naïve — 東京 🚀\n\tdef f(x):\n        return x ** 2  # done"):
@@ -182,14 +182,14 @@ def test_tokenizer_round_trip_and_chat_template(converted):
     assert rendered == ("<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
                         "Face<|im_end|>\n<|im_start|>user\nWhat is the capital of France?<|im_end|>\n"
                         "<|im_start|>assistant\n")
-    ev = EvalTokenizer.load(converted)
+    ev = ModelTokenizer.load(converted)
     assert ev.render_chat(messages[0]["content"]) == rendered and ev.eos_id == 2
 
 
 def test_greedy_chat_answer(converted, bookft_f32):
-    from bookft.eval.tokenizer import EvalTokenizer
+    from bookft.needles.tokenizer import ModelTokenizer
 
-    ev = EvalTokenizer.load(converted)
+    ev = ModelTokenizer.load(converted)
     prompt = ev.encode(ev.render_chat("What is the capital of France?")).ids
     new = generate_greedy(bookft_f32, np.asarray([prompt], np.int32), 8, eos_id=ev.eos_id)
     assert "Paris" in ev.decode(new[0]), ev.decode(new[0])

@@ -11,8 +11,8 @@ from pipeline_helpers import current, manifest, run_subprocess
 from typer.testing import CliRunner
 
 from bookft.cli import app
-from bookft.eval.haystack import essay_sentences
 from bookft.needles import NIAH_INSTRUCTION
+from bookft.needles.haystack import essay_sentences
 from bookft.pipelines import EXIT_FAILED, EXIT_OK, run_pipeline
 
 

@@ -1,4 +1,5 @@
-"""The model's tokenizer as eval needs it: counting, offsets, special tokens and the chat template.
+"""The model's tokenizer as the needle tasks need it (eval and synthesis): counting, offsets, special
+tokens and the chat template.
 
 Design choices:
 - Wraps a `tokenizers.Tokenizer` (the same object a bookft corpus stores); an HF folder is read
@@ -30,7 +31,7 @@ def _token_str(value) -> str | None:
     return value if isinstance(value, str) else None
 
 
-class EvalTokenizer:
+class ModelTokenizer:
     def __init__(self, tokenizer: Tokenizer, *, name: str = "tokenizer", config: dict | None = None,
                  chat_template: str | None = None):
         self.tok = tokenizer
@@ -53,9 +54,9 @@ class EvalTokenizer:
         self.fingerprint = hashlib.sha256(tokenizer.to_str().encode()).hexdigest()[:16]
 
     @classmethod
-    def load(cls, src: Tokenizer | EvalTokenizer | str | Path) -> EvalTokenizer:
+    def load(cls, src: Tokenizer | ModelTokenizer | str | Path) -> ModelTokenizer:
         """A Tokenizer object, a tokenizer.json path, or an HF folder holding tokenizer.json."""
-        if isinstance(src, EvalTokenizer):
+        if isinstance(src, ModelTokenizer):
             return src
         if isinstance(src, Tokenizer):
             return cls(src)

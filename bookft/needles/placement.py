@@ -23,9 +23,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from bookft.errors import EvalError
-from bookft.eval.haystack import Haystack
-from bookft.eval.tokenizer import EvalTokenizer
 from bookft.needles import TaskInstance
+from bookft.needles.haystack import Haystack
+from bookft.needles.tokenizer import ModelTokenizer
 
 _PLACEHOLDER = "\u2063BOOKFT-HAYSTACK\u2063"
 
@@ -47,7 +47,7 @@ class Sample:
         return int(self.input_ids.shape[0])
 
 
-def skeleton(task: TaskInstance, tokenizer: EvalTokenizer, chat: bool) -> tuple[str, str]:
+def skeleton(task: TaskInstance, tokenizer: ModelTokenizer, chat: bool) -> tuple[str, str]:
     """(text before the context, text after it up to and including the answer prefix)."""
     if chat:
         user = f"{task.instruction}{_PLACEHOLDER}\n\n{task.question}"
@@ -68,7 +68,7 @@ def _token_span(offsets: np.ndarray, c0: int, c1: int, shift: int) -> tuple[int,
 
 
 class _Builder:
-    def __init__(self, task, hay: Haystack, tokenizer: EvalTokenizer, pre: str, post: str,
+    def __init__(self, task, hay: Haystack, tokenizer: ModelTokenizer, pre: str, post: str,
                  prefix_ids: list[int]):
         self.task, self.hay, self.tok = task, hay, tokenizer
         self.pre, self.post, self.prefix = pre, post, prefix_ids
@@ -109,7 +109,7 @@ class _Builder:
         return len(self.prefix) + len(enc.ids), (prompt, full, spans, ctx, enc)
 
 
-def build_sample(task: TaskInstance, hay: Haystack, tokenizer: EvalTokenizer, length: int,
+def build_sample(task: TaskInstance, hay: Haystack, tokenizer: ModelTokenizer, length: int,
                  nominal_depth: float, *, chat: bool = False, add_bos: bool | None = None) -> Sample:
     pre, post = skeleton(task, tokenizer, chat)
     if add_bos is False or chat:  # a chat template renders its own BOS text
