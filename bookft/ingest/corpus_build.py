@@ -104,7 +104,8 @@ def _synthesize(cfg, progress, staged: Path, plain: dict) -> dict:
     t = plain["tokenizer"]
     bc = BuildCache(root=str(cfg.out), extract=cfg.extract, limits=cfg.limits, fingerprint=t["fingerprint"],
                     eos_id=t["eos_id"] if t["eos_appended"] else None)
-    counts = synthesize(docs, tok, r, cfg.packing.seq_len, n_synth, synth_dir, progress, cfg.workers, per_file, bc)
+    counts = synthesize(docs, tok, r, cfg.packing.seq_len, n_synth, synth_dir, progress, cfg.workers, per_file, bc,
+                        tokenizer_dir=staged / "tokenizer")
     if progress is not None:
         progress.end()
     return {"plain_sequences": n_plain, "synthesized_sequences": n_synth, **counts,

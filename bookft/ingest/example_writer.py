@@ -24,7 +24,9 @@ from bookft.ingest.config import ExtractConfig, LimitsConfig
 from bookft.ingest.formats.text import COLLECTION_FIELD
 from bookft.needles.examples import MARK, DocumentPool, build_example
 from bookft.needles.retrieval_config import RetrievalConfig
+from bookft.needles.task_examples import TASK_KINDS, task_example
 from bookft.needles.tokencount import TokenCounter
+from bookft.needles.tokenizer import ModelTokenizer
 
 
 @dataclass(frozen=True)
@@ -44,11 +46,28 @@ class BuildCache:
 _WORKER: dict = {}
 
 
-def _init_worker(docs, tok_json, cfg, seq_len, out_dir, n_sequences, per_file, cache) -> None:
+def _init_worker(docs, tok_json, cfg, seq_len, out_dir, n_sequences, per_file, cache, tokenizer_dir=None) -> None:
     from tokenizers import Tokenizer
 
     _WORKER.update(pool=DocumentPool(docs), tok=TokenCounter(Tokenizer.from_str(tok_json)), cfg=cfg, seq_len=seq_len,
-                   out=Path(out_dir), n=n_sequences, per_file=per_file, cache=cache)
+                   out=Path(out_dir), n=n_sequences, per_file=per_file, cache=cache, model_tok=None, chat=False)
+    if any(k in TASK_KINDS for k in cfg.kinds):  # the RULER kinds: the model's tokenizer and chat template
+        if tokenizer_dir is None:
+            raise IngestError(f"retrieval.kinds {list(cfg.kinds)}: the RULER kinds need the tokenizer's folder")
+        model_tok = ModelTokenizer.load(tokenizer_dir)
+        chat = bool(model_tok.chat_template) if cfg.chat_template is None else cfg.chat_template
+        if chat and not model_tok.chat_template:
+            raise IngestError(f"retrieval.chat_template is true, but the tokenizer ({tokenizer_dir}) has no chat "
+                              "template; give the model's folder as tokenizer.path, or set it false")
+        _WORKER.update(model_tok=model_tok, chat=chat)
+
+
+def _example(rng, kind: str, room: int, seed: int, needles: int):
+    """One example of `kind` in `room` tokens (the RULER kinds as the eval asks them), or None."""
+    w = _WORKER
+    if kind in TASK_KINDS:
+        return task_example(w["tok"], w["model_tok"], rng, w["pool"], w["cfg"], kind, room, seed, w["chat"])
+    return build_example(w["tok"], rng, w["pool"], w["cfg"], kind, room, seed, needles)
 
 
 def _fill_cache(bc: BuildCache, path: Path, tok: TokenCounter) -> None:
@@ -74,7 +93,7 @@ def _fill_cache(bc: BuildCache, path: Path, tok: TokenCounter) -> None:
 def _sequence(i: int) -> tuple[list[dict], dict]:
     """Sequence i: examples of one length (drawn from (seed, i)) filling seq_len tokens, as JSON
     rows of one collection, and their counts."""
-    pool, tok, cfg, seq_len = _WORKER["pool"], _WORKER["tok"], _WORKER["cfg"], _WORKER["seq_len"]
+    cfg, seq_len = _WORKER["cfg"], _WORKER["seq_len"]
     lshare = np.asarray(cfg.length_shares or [1.0] * len(cfg.lengths), dtype=np.float64)
     kshare = np.asarray(cfg.kind_shares or [1.0] * len(cfg.kinds), dtype=np.float64)
     rng = np.random.default_rng([cfg.seed, 9, i])
@@ -86,8 +105,7 @@ def _sequence(i: int) -> tuple[list[dict], dict]:
         ex = None
         for _ in range(5):
             # the room up to the next multiple of `length`, so a short example never shifts the next one
-            ex = build_example(tok, rng, pool, cfg, kind, (j + 1) * length - used,
-                               100_000 + cfg.seed * 1_000_003 + i * 64 + j, needles)
+            ex = _example(rng, kind, (j + 1) * length - used, 100_000 + cfg.seed * 1_000_003 + i * 64 + j, needles)
             if ex is not None:
                 break
         if ex is None:
@@ -119,11 +137,12 @@ def _write_file(f: int) -> list[dict]:
 
 def synthesize(docs: list[dict], tok, cfg: RetrievalConfig, seq_len: int, n_sequences: int,
                out_dir: str | Path, progress=None, workers: int = 0, per_file: int = 1,
-               cache: BuildCache | None = None) -> dict:
+               cache: BuildCache | None = None, tokenizer_dir: str | Path | None = None) -> dict:
     """Write `n_sequences` sequences of seq_len tokens of examples into out_dir, `per_file` to a
     JSON Lines file (each sequence's rows name their own collection, `retrieval-NNNNN`), in
     `workers` processes (0 = here); return counts. The rows depend on (cfg.seed, i) only, not on
-    workers or per_file. With `cache`, also fill that build's caches for every file."""
+    workers or per_file. With `cache`, also fill that build's caches for every file. `tokenizer_dir`:
+    the tokenizer's folder (tokenizer_config.json, chat template), which the RULER kinds need."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("retrieval-*.jsonl"):
@@ -136,7 +155,8 @@ def synthesize(docs: list[dict], tok, cfg: RetrievalConfig, seq_len: int, n_sequ
     n_files = -(-n_sequences // per_file)
     counts = {"files": n_files, "sequences": 0, "examples": 0, "answer_tokens": 0, "short_tokens": 0,
               "per_length": {str(n): 0 for n in cfg.lengths}, "per_kind": {k: 0 for k in cfg.kinds}}
-    init = (docs, tok.to_str(), cfg, seq_len, str(out), n_sequences, per_file, cache)
+    init = (docs, tok.to_str(), cfg, seq_len, str(out), n_sequences, per_file, cache,
+            None if tokenizer_dir is None else str(tokenizer_dir))
 
     def add(rs: list[dict]) -> None:
         for r in rs:

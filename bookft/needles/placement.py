@@ -41,6 +41,7 @@ class Sample:
     actual_depth: float  # percent of haystack tokens before the target needle
     answer: str
     references: list[str]
+    text: str = ""  # the whole text the ids encode (prefix ids excluded): prompt, then the answer
 
     @property
     def actual_length(self) -> int:
@@ -170,4 +171,4 @@ def build_sample(task: TaskInstance, hay: Haystack, tokenizer: ModelTokenizer, l
         input_ids=ids, length=length, answer_span=(a0, len(ids)), needle_spans=needle_spans,
         context_span=context_span, nominal_depth=float(nominal_depth),
         actual_depth=round(100.0 * before / hay_tokens, 3), answer=task.answer,
-        references=list(task.references))
+        references=list(task.references), text=full)

@@ -21,7 +21,10 @@ from typing import Literal
 
 from bookft.errors import ConfigError
 
-RetrievalKind = Literal["magic_number", "passage", "signature"]
+# magic_number, passage, signature: this module's examples; the rest: the RULER tasks as the eval asks
+# them (bookft/needles/task_examples.py)
+RetrievalKind = Literal["magic_number", "passage", "signature", "niah", "multikey", "multivalue", "multiquery",
+                        "vartrack"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,6 +55,14 @@ class RetrievalConfig:
     # near ones, and a key to match among n (RULER's multi-key)
     needles: tuple[int, ...] = ()
     value_digits: int = 7  # magic_number values (as the eval's needle)
+    # the RULER kinds' task knobs (the eval's eval.num_distractors, num_values, num_queries, num_hops)
+    task_distractors: int = 3
+    task_values: int = 4
+    task_queries: int = 2
+    task_hops: int = 4
+    # the RULER kinds in the tokenizer's chat template (None: when the tokenizer folder has one), as the
+    # eval asks an instruction-tuned model
+    chat_template: bool | None = None
     phrasing: Literal["ruler", "short"] = "ruler"  # magic_number wording: the eval's eval.phrasing
     scrub_digits: bool = True  # drop digits from the text around a magic number (the eval's haystacks
     #                            have none either, so the value is the only number in the context)
@@ -71,7 +82,10 @@ class RetrievalConfig:
             raise ConfigError(f"retrieval.needles: one count (>= 1) per entry of lengths ({len(self.lengths)}), "
                               f"got {list(self.needles)}")
         if not self.kinds:
-            raise ConfigError("retrieval.kinds: choose at least one of magic_number, passage, signature")
+            raise ConfigError("retrieval.kinds: choose at least one of magic_number, passage, signature, niah, "
+                              "multikey, multivalue, multiquery, vartrack")
+        if min(self.task_distractors, self.task_values, self.task_queries, self.task_hops) < 1:
+            raise ConfigError("retrieval.task_distractors/task_values/task_queries/task_hops must be >= 1")
         if min(self.answer_weight, self.context_weight, self.corpus_weight) < 0:
             raise ConfigError("retrieval.answer_weight/context_weight/corpus_weight must be >= 0")
         if not 0.0 < self.min_context <= 1.0:

@@ -68,6 +68,6 @@ def write(b: Build, tokens: FlatFile, doc_off_a: np.ndarray) -> None:
     (staged / "tokenizer").mkdir()
     b.tok.save(str(staged / "tokenizer" / "tokenizer.json"))
     if tc.path and Path(tc.path).is_dir():
-        for extra in ("tokenizer_config.json", "special_tokens_map.json"):
+        for extra in ("tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja"):
             if (Path(tc.path) / extra).is_file():
                 (staged / "tokenizer" / extra).write_bytes((Path(tc.path) / extra).read_bytes())

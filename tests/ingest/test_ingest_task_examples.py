@@ -1,0 +1,82 @@
+"""Training examples of the RULER tasks, synthesized from the corpus being built: in the tokenizer's chat
+template when it has one, as the eval asks, with the loss on exactly the answer's tokens."""
+
+import json
+import re
+
+import pytest
+
+from bookft.config import from_dict
+from bookft.corpus import open_corpus
+from bookft.ingest import IngestConfig, build_corpus
+from bookft.ingest.tokenize import train_bpe
+from bookft.needles import NeedleSpec, make_task
+from bookft.needles.haystack import essay_sentences
+from bookft.needles.placement import skeleton
+from bookft.needles.tokenizer import ModelTokenizer
+
+TEMPLATE = ("{% for m in messages %}<s>{{ m['role'] }}\n{{ m['content'] }}</s>\n{% endfor %}"
+            "{% if add_generation_prompt %}<s>assistant\n{% endif %}")
+KINDS = ["multikey", "multivalue", "multiquery", "vartrack"]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("tasks")
+    folder = tmp / "tokenizer"
+    folder.mkdir()
+    gen = essay_sentences(9)
+    bpe = train_bpe(["".join(next(gen) for _ in range(2000)), "VAR ABCDE = VAR FGHIJ. 0123456789 " * 50], 500, 2)
+    bpe.add_special_tokens(["<s>", "</s>"])
+    bpe.save(str(folder / "tokenizer.json"))
+    (folder / "tokenizer_config.json").write_text(json.dumps({"eos_token": "</s>", "bos_token": "<s>",
+                                                              "chat_template": TEMPLATE}))
+    src = tmp / "src"
+    src.mkdir()
+    gen = essay_sentences(3)
+    for i in range(3):
+        (src / f"essay{i}.txt").write_text("".join(next(gen) for _ in range(300)))
+    cfg = from_dict(IngestConfig, {
+        "out": str(tmp / "c"), "workers": 0, "tokenizer": {"path": str(folder)}, "packing": {"seq_len": 512},
+        "sources": [{"path": str(src)}],
+        "retrieval": {"rate": 0.5, "lengths": [256, 512], "kinds": KINDS, "context_weight": 0.0,
+                      "answer_weight": 1.0, "corpus_weight": 1.0}})
+    m = build_corpus(cfg)
+    return m, open_corpus(tmp / "c"), ModelTokenizer.load(folder)
+
+
+def test_every_task_kind_is_synthesized_in_the_chat_format(built):
+    m, corpus, tok = built
+    per_kind = m["retrieval"]["per_kind"]
+    assert set(per_kind) == set(KINDS) and all(n > 0 for n in per_kind.values()), per_kind
+    docs = [d for d in corpus.documents() if "retrieval-" in d["source"]]
+    assert len(docs) == sum(per_kind.values())
+    for d in docs:
+        meta = json.loads(d["meta"])
+        kind = meta["retrieval_kind"]
+        # the eval's own prompt skeleton for this task, chat-rendered: what the example is made of
+        pre, post = skeleton(make_task(NeedleSpec(task=kind), 0, 50.0), tok, chat=True)
+        assert d["text"].startswith(pre), kind
+        assert "</s>\n<s>assistant\n" in d["text"]
+        n, answers = json.loads(meta["bookft_retrieval"])
+        assert d["n_tokens"] == n + 1  # the build's tokens: the synthesizer's count, plus the EOS
+        assert answers[-1][1] == n  # the answer ends the example
+
+
+def test_the_loss_is_on_the_answer_tokens_only(built):
+    _, corpus, tok = built
+    synthesized = {i for i, d in enumerate(corpus.documents()) if "retrieval-" in d["source"]}
+    seen = 0
+    for i in range(len(corpus)):
+        s = corpus.sequence(i)
+        for p in corpus.pieces(i):
+            if p["doc"] not in synthesized:
+                assert (s["loss_weights"][s["segment_ids"] == p["segment"]] == 1.0).all()  # corpus_weight
+                continue
+            ids = s["input_ids"][s["segment_ids"] == p["segment"]]
+            wp = s["loss_weights"][s["segment_ids"] == p["segment"]]
+            answer = tok.decode(ids[wp == 1.0])
+            assert re.fullmatch(r"(\d+|[A-Z]{5})(,? (\d+|[A-Z]{5}))*", answer.strip()), answer  # values or names
+            assert tok.decode(ids[:-1]).endswith(answer) and (wp[:-1] == 1.0).sum() == (wp == 1.0).sum()
+            seen += 1
+    assert seen == len(synthesized)
