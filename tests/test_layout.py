@@ -43,3 +43,12 @@ def test_the_check_can_fail(tmp_path):
     """The history pattern catches what it should and not ordinary prose."""
     assert HISTORY.search("as measured in session 12") and HISTORY.search("(issue 9)")
     assert not HISTORY.search("the issue is that 3 sessions") and not HISTORY.search("a session's time")
+
+
+def test_readme_is_a_front_page():
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 250, f"README.md has {len(lines)} lines"
+    wide = [i for i, line in enumerate(lines, 1) if len(line) > 100]
+    assert not wide, f"README.md lines over 100 characters: {wide}"
+    toc = "\n".join(lines[:60]).lower()
+    assert all(k in toc for k in ("my pdfs", "my model", "my pod"))
