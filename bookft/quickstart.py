@@ -176,6 +176,20 @@ def register(app) -> None:
         run_dir: Path = typer.Option(None, "--run-dir", help="Run directory (default runs/<name>; replaced)."),
         out: Path = typer.Option(Path("quickstart-out"), "--out", help="Where the reports go."),
         set_: list[str] = typer.Option([], "--set", help="Run config override a.b=value (repeatable)."),
+        model: Path = typer.Option(None, "--model", help="Your pretrained HF folder: tune it on --docs and "
+                                   "report base vs tuned (bookft/tune_flow.py) instead of the tiny default."),
+        docs: list[Path] = typer.Option([], "--docs", help="With --model: a document or folder (repeatable)."),
+        heldout: list[Path] = typer.Option([], "--heldout", help="With --model: held-out plain-text documents "
+                                           "(the haystacks and perplexity text; default: the last --docs file)."),
+        size: str = typer.Option("small", "--size", help="With --model: small (minutes) or full (hours)."),
+        seed: int = typer.Option(0, "--seed", help="With --model: the examples', data order's and init seed."),
     ) -> None:
-        """ingest + eval (base) + train + eval (tuned) on the defaults; prints where the report is."""
+        """ingest + eval (base) + train + eval (tuned) on the defaults; prints where the report is.
+        With --model: the same on your model and documents (RULER tasks, perplexity, short check)."""
+        if model is not None:
+            from bookft.tune_flow import tune_command
+
+            tune_command(model, list(docs), list(heldout), size=size, out=out, config=config, seed=seed,
+                         overrides=list(set_))
+            return
         run_quickstart(corpus_yaml=definition, config=config, run_dir=run_dir, out=out, overrides=list(set_))

@@ -1,0 +1,190 @@
+"""The evals of the tune flow (bookft/tune_flow.py): the RULER grids per task, the base grids' cache,
+perplexity and the short-context check (base and tuned in one call each), the base-vs-tuned pages.
+
+Design choices:
+- Every grid is `bookft eval niah` as a library call (bookft.eval.entry.evaluate) with the run
+  preset as --config, so base and tuned are loaded with the same model knobs and attention, scored by
+  generation (RULER's string match) in the tokenizer's chat template when it has one, on haystacks
+  cut from the held-out corpus.
+- The base grids are cached under `base_cache/<key>/`, the key a hash of the model folder's files
+  (config, tokenizer, weights' size and first and last MiB), the grid settings, the preset's text,
+  the overrides that change how a model is scored, and the held-out texts: a second run of the flow
+  on the same model and settings (a benchmark's seeds) reuses them. Each run copies them into its
+  own folder, so its reports stand alone.
+- report.html links one compare page per task (bookft.eval.report.compare_reports) and carries the
+  per-length, per-depth table, the perplexity and the short-context figures.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from bookft.htmlpage import page, table
+
+RUN_KEYS_NOT_SCORED = ("data.", "train.", "checkpoint.", "name=", "model.hf_path=")  # outside the key
+
+
+def model_fingerprint(model_dir: Path) -> str:
+    """A hash of an HF folder's config, tokenizer and weights (size plus the first and last MiB)."""
+    h = hashlib.sha256()
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        p = model_dir / name
+        h.update(p.read_bytes() if p.is_file() else b"-")
+    for p in sorted(model_dir.glob("*.safetensors")):
+        size = p.stat().st_size
+        with p.open("rb") as f:
+            h.update(f"{p.name}:{size}".encode() + f.read(1 << 20))
+            f.seek(max(0, size - (1 << 20)))
+            h.update(f.read(1 << 20))
+    return h.hexdigest()
+
+
+def cache_key(model_dir: Path, settings: dict, config: Path, overrides: list[str], heldout: list[Path]) -> str:
+    h = hashlib.sha256(model_fingerprint(model_dir).encode())
+    h.update(json.dumps(settings, sort_keys=True).encode())
+    h.update(config.read_bytes())
+    h.update(json.dumps([o for o in overrides if not o.startswith(RUN_KEYS_NOT_SCORED)]).encode())
+    for p in heldout:
+        h.update(hashlib.sha256(p.read_bytes()).digest())
+    return h.hexdigest()[:16]
+
+
+def run_grid(model_dir: Path, task: str, s, *, config: Path, overrides: list[str], haystack: Path, out: Path,
+             console: Console, progress: bool) -> dict:
+    """One task's grid (lengths x depths x seeds, generation scoring, the held-out haystack)."""
+    from bookft.eval.entry import evaluate
+
+    flags = {"task": task, "lengths": list(s.lengths), "depths": list(s.depths), "seeds": list(s.seeds),
+             "haystack": "corpus", "corpus": str(haystack), "scoring": ["generate"]}
+    console.rule(f"[bold]eval {task}: {model_dir}")
+    return evaluate(checkpoint=None, model_dir=str(model_dir), tokenizer=None, config=str(config),
+                    overrides=list(overrides), flags=flags, out=out, console=console, progress=progress)
+
+
+def grids(model_dir: Path, s, out_root: Path, *, cache: Path | None, key: str | None, **kw) -> dict[str, dict]:
+    """{task: results} of every eval task, in out_root/<task>; with `cache`, base grids are reused
+    from (or stored in) cache/<key>/<task>."""
+    from bookft.eval.report import load_results
+
+    res: dict[str, dict] = {}
+    for task in s.tasks:
+        dest = out_root / task
+        hit = cache / key / task if cache is not None else None
+        if hit is not None and (hit / "results.json").is_file():
+            kw["console"].print(f"[green]base {task}[/]: cached in {hit}")
+            if dest.exists():
+                shutil.rmtree(dest)
+            shutil.copytree(hit, dest)
+            res[task] = load_results(dest)
+            continue
+        res[task] = run_grid(model_dir, task, s, out=dest, **kw)
+        if hit is not None:
+            if hit.exists():
+                shutil.rmtree(hit)
+            shutil.copytree(dest, hit)
+    return res
+
+
+def run_ppl(model_dir: Path, tuned_dir: Path, texts: list[Path], s, *, config: Path, overrides: list[str],
+            out: Path, console: Console, progress: bool) -> dict:
+    from bookft.eval.ppl_entry import evaluate_ppl
+
+    console.rule("[bold]eval ppl: base and tuned")
+    return evaluate_ppl(models=[str(model_dir), str(tuned_dir)], checkpoints=[], names=["base", "tuned"],
+                        texts=[str(p) for p in texts], corpus=None, lengths=list(s.ppl_lengths), stride=None,
+                        out=out, config=str(config), overrides=overrides, console=console, progress=progress)
+
+
+def run_short(model_dir: Path, tuned_dir: Path, corpus: Path, s, *, out: Path, console: Console) -> dict:
+    from bookft.eval.short_entry import evaluate_short
+
+    console.rule("[bold]eval short: base and tuned")
+    return evaluate_short(checkpoint=None, model_dir=str(tuned_dir), base=str(model_dir), tokenizer=None,
+                          corpus=str(corpus), texts=None, max_tokens=s.short_tokens, out=out, console=console)
+
+
+def per_depth(results: dict) -> dict[str, dict[str, float]]:
+    """{length: {depth: score}} of a grid's results (mean over seeds, the headline scorer)."""
+    key = results["summary"]["score"]
+    acc: dict[str, dict[str, list[float]]] = {}
+    for c in results["cells"]:
+        acc.setdefault(str(c["length"]), {}).setdefault(f"{float(c['depth']):g}", []).append(
+            float(c["scores"][key]))
+    return {n: {d: sum(v) / len(v) for d, v in ds.items()} for n, ds in acc.items()}
+
+
+def task_figures(base: dict[str, dict], tuned: dict[str, dict]) -> dict[str, Any]:
+    """{task: {length: {depth: {base, tuned}}, "mean": {base, tuned}}}."""
+    out: dict[str, Any] = {}
+    for task in tuned:
+        b, t = per_depth(base[task]), per_depth(tuned[task])
+        cells = {n: {d: {"base": round(b.get(n, {}).get(d, float("nan")), 4), "tuned": round(v, 4)}
+                     for d, v in ds.items()} for n, ds in t.items()}
+        out[task] = {"per_length": cells, "mean": {"base": round(base[task]["summary"]["mean"], 4),
+                                                   "tuned": round(tuned[task]["summary"]["mean"], 4)}}
+    return out
+
+
+def ppl_figures(res: dict) -> dict[str, dict[str, float]]:
+    """{length: {base, tuned}} perplexity."""
+    return {n: {lb: round(res["ppl"][lb][n], 4) for lb in ("base", "tuned")} for n in res["ppl"]["base"]}
+
+
+def short_figures(res: dict) -> dict[str, dict[str, float]]:
+    """{set: {base_loss, tuned_loss, loss_delta, accuracy_delta}}."""
+    return {name: {"base_loss": round(s["base"]["loss"], 4), "tuned_loss": round(s["tuned"]["loss"], 4),
+                   "loss_delta": round(s["tuned"]["loss"] - s["base"]["loss"], 4),
+                   "accuracy_delta": round(s["tuned"]["accuracy"] - s["base"]["accuracy"], 4)}
+            for name, s in res["sets"].items()}
+
+
+def figures_table(figs: dict[str, Any]) -> Table:
+    """The base -> tuned table: a row per task and length, a column per depth."""
+    t = Table(title="RULER tasks, generation scoring: base -> tuned (held-out haystacks)")
+    depths = sorted({d for f in figs.values() for ds in f["per_length"].values() for d in ds}, key=float)
+    for col in ["task", "length", *[f"depth {d}%" for d in depths], "mean"]:
+        t.add_column(col, justify="left" if col == "task" else "right")
+    for task, f in figs.items():
+        for i, (n, ds) in enumerate(sorted(f["per_length"].items(), key=lambda x: int(x[0]))):
+            mean = f"{f['mean']['base']:.2f} -> {f['mean']['tuned']:.2f}" if i == 0 else ""
+            t.add_row(task if i == 0 else "", n, *[f"{ds[d]['base']:.2f} -> {ds[d]['tuned']:.2f}" if d in ds else ""
+                                                   for d in depths], mean)
+    return t
+
+
+def compare_all(base_root: Path, tuned_root: Path, out: Path, tasks: tuple[str, ...]) -> dict[str, Path]:
+    """compare-<task>/compare.html per task; {task: page}."""
+    from bookft.eval.report import compare_reports
+
+    return {task: compare_reports(base_root / task, tuned_root / task, out / f"compare-{task}",
+                                  names=("base", "tuned"))["html"] for task in tasks}
+
+
+def write_index(out: Path, summary: dict, pages: dict[str, Path], extra: dict[str, Path]) -> Path:
+    """out/report.html: the base-vs-tuned tables and links to every page."""
+    figs = summary["tasks"]
+    rows = [[task, n, d, f"{v['base']:.3f}", f"{v['tuned']:.3f}", f"{v['tuned'] - v['base']:+.3f}"]
+            for task, f in figs.items() for n, ds in sorted(f["per_length"].items(), key=lambda x: int(x[0]))
+            for d, v in sorted(ds.items(), key=lambda x: float(x[0]))]
+    ppl = [[n, f"{v['base']:.3f}", f"{v['tuned']:.3f}"] for n, v in summary["ppl"].items()]
+    short = [[k, v["base_loss"], v["tuned_loss"], f"{v['loss_delta']:+.4f}", f"{v['accuracy_delta']:+.4f}"]
+             for k, v in summary["short"].items()]
+    links = "".join(f'<li><a href="{p.relative_to(out)}">{name}</a></li>'
+                    for name, p in [*((f"compare: {t}", p) for t, p in pages.items()), *extra.items()])
+    body = (f"<p>model: {summary['paths']['model']}<br>tuned: {summary['paths']['tuned_model']}<br>"
+            f"size: {summary['settings']['size']}</p><ul>{links}</ul>"
+            f"<h2>RULER tasks (generation scoring; {', '.join(summary['settings']['transfer'])} not trained on)</h2>"
+            f"{table(['task', 'length', 'depth %', 'base', 'tuned', 'delta'], rows)}"
+            f"<h2>Perplexity on held-out text</h2>{table(['length', 'base', 'tuned'], ppl)}"
+            f"<h2>Short-context check</h2>"
+            f"{table(['set', 'base loss', 'tuned loss', 'loss delta', 'accuracy delta'], short)}")
+    path = out / "report.html"
+    path.write_text(page("bookft: base vs tuned", body), encoding="utf-8")
+    return path

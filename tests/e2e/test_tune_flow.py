@@ -1,0 +1,79 @@
+"""`bookft quickstart --model DIR --docs ...`: the real-model flow (bookft/tune_flow.py) end to end on a
+tiny random Llama with a chat template, two generated documents and a held-out one."""
+
+import json
+
+import pytest
+
+from bookft.needles.haystack import essay_sentences
+
+TEMPLATE = ("{% for m in messages %}<s>{{ m['role'] }}\n{{ m['content'] }}</s>\n{% endfor %}"
+            "{% if add_generation_prompt %}<s>assistant\n{% endif %}")
+TASKS = ("niah", "multikey", "vartrack", "multiquery")
+
+
+def _essay(seed: int, n: int) -> str:
+    gen = essay_sentences(seed)
+    return "".join(next(gen) for _ in range(n))
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    """A 1-layer random Llama whose BPE knows the tasks' words, with a chat template."""
+    from bookft.ingest.tokenize import train_bpe
+    from bookft.model import init_model, save_hf
+    from bookft.model.config import ModelConfig
+
+    tmp = tmp_path_factory.mktemp("tune")
+    tok_dir = tmp / "tok"
+    tok_dir.mkdir()
+    bpe = train_bpe([_essay(9, 3000), "VAR ABCDE = VAR FGHIJ. 0123456789 special magic number " * 50], 2000, 2)
+    bpe.add_special_tokens(["<s>", "</s>"])
+    bpe.save(str(tok_dir / "tokenizer.json"))
+    (tok_dir / "tokenizer_config.json").write_text(json.dumps({"eos_token": "</s>", "bos_token": "<s>",
+                                                               "chat_template": TEMPLATE}))
+    cfg = ModelConfig(vocab_size=bpe.get_vocab_size(), hidden_size=32, intermediate_size=64, num_layers=1,
+                      num_heads=2, num_kv_heads=1, head_dim=16, max_position_embeddings=2048)
+    save_hf(init_model(cfg), cfg, tmp / "model", tokenizer_dir=tok_dir)
+    return tmp / "model"
+
+
+def test_quickstart_with_a_model_reports_base_and_tuned(model_dir, tmp_path, monkeypatch):
+    from bookft import tune_flow
+
+    docs = []
+    for i in range(3):
+        docs.append(tmp_path / f"book{i}.txt")
+        docs[-1].write_text(_essay(i, 400))
+    # small, shrunk further: 2 steps, one length pair, few passages, ingest in this process
+    small = tune_flow.SIZES["small"]
+    monkeypatch.setitem(tune_flow.SIZES, "small", tune_flow.dataclasses.replace(
+        small, lengths=(512, 1024), ppl_lengths=(512, 1024), depths=(50.0,), steps=2, ppl_chars=8000,
+        short_docs=3, short_chars=400, short_tokens=160, workers=0))
+    from typer.testing import CliRunner
+
+    from bookft.cli import app
+
+    out = tmp_path / "out"
+    args = ["quickstart", "--model", str(model_dir), "--size", "small", "--out", str(out)]
+    for d in docs:
+        args += ["--docs", str(d)]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    assert "holding out the last --docs file" in res.output
+    s = json.loads((out / "summary.json").read_text())
+    assert (out / "report.html").is_file() and s["paths"]["report"] == str(out / "report.html")
+    assert set(s["tasks"]) == set(TASKS)
+    for task in TASKS:
+        assert (out / f"compare-{task}" / "compare.html").is_file()
+        per = s["tasks"][task]["per_length"]
+        assert set(per) == {"512", "1024"}
+        for cells in per.values():
+            assert all({"base", "tuned"} <= set(v) for v in cells.values())
+    assert set(s["ppl"]) == {"512", "1024"} and all({"base", "tuned"} <= set(v) for v in s["ppl"].values())
+    assert s["short"] and all("loss_delta" in v for v in s["short"].values())
+    per_kind = s["corpus"]["retrieval"]["per_kind"]
+    assert set(per_kind) == {"multikey", "multivalue", "vartrack"} and all(n > 0 for n in per_kind.values())
+    assert list((out / "corpus").rglob("retrieval.json"))  # the version's synthesized examples
+    assert (out / "tuned-model" / "config.json").is_file() and s["train"]["steps"] == 2
+    assert set(s["times"]) >= {"ingest_s", "eval_base_s", "train_s", "eval_tuned_s", "total_s"}
