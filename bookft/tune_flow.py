@@ -87,6 +87,14 @@ def _cut(text: str, start: int, n: int) -> str:
     return piece.rsplit(" ", 1)[0] if len(piece) == n and " " in piece else piece
 
 
+def read_text(p: Path) -> str:
+    """A plain-text file: UTF-8, else Windows-1252 (older e-texts)."""
+    try:
+        return p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        return p.read_text(encoding="cp1252", errors="replace")
+
+
 def prepare_texts(docs: list[Path], heldout: list[Path], out: Path, s: FlowSettings) -> dict[str, Any]:
     """OUT/docs (cut documents, small), OUT/ppl-text and OUT/short-text; the paths."""
     for d in ("docs", "ppl-text", "short-text"):
@@ -96,11 +104,11 @@ def prepare_texts(docs: list[Path], heldout: list[Path], out: Path, s: FlowSetti
         cut = []
         for i, p in enumerate(docs):
             if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES:
-                p, text = out / "docs" / f"{i:02d}-{p.stem}.txt", _cut(p.read_text(encoding="utf-8"), 0, s.doc_chars)
+                p, text = out / "docs" / f"{i:02d}-{p.stem}.txt", _cut(read_text(p), 0, s.doc_chars)
                 p.write_text(text, encoding="utf-8")
             cut.append(p)
         docs = cut
-    texts = [p.read_text(encoding="utf-8") for p in heldout]
+    texts = [read_text(p) for p in heldout]
     ppl = []
     for i, (p, t) in enumerate(zip(heldout, texts, strict=True)):
         ppl.append(out / "ppl-text" / f"{i:02d}-{p.stem}.txt")
@@ -154,9 +162,8 @@ def ingest(model_dir: Path, texts: dict, heldout: list[Path], out: Path, s: Flow
     return {"train": train, "heldout": held}
 
 
-def train_and_export(cfg, out: Path, console: Console, progress: bool):
-    """Train in OUT/run (fresh) and export the merged model to OUT/tuned-model."""
-    from bookft.train.export import export_checkpoint
+def train_run(cfg, out: Path, console: Console, progress: bool):
+    """Train in OUT/run (fresh); (TrainResult, run dir)."""
     from bookft.train.progress import TrainProgress
     from bookft.train.trainer import train
 
@@ -165,11 +172,15 @@ def train_and_export(cfg, out: Path, console: Console, progress: bool):
     console.rule(f"[bold]3/5 train ({cfg.train.steps} steps at {cfg.data.seq_len} tokens)")
     if progress:
         with TrainProgress(console, cfg.train.steps) as bar:
-            result = train(cfg, run_dir=run, progress=bar.update)
-    else:
-        result = train(cfg, run_dir=run)
-    tuned = export_checkpoint(run, out / "tuned-model", overwrite=True)
-    return result, run, Path(tuned)
+            return train(cfg, run_dir=run, progress=bar.update), run
+    return train(cfg, run_dir=run), run
+
+
+def export(run: Path, out: Path) -> Path:
+    """The run's last checkpoint, LoRA merged, as an HF folder: OUT/tuned-model."""
+    from bookft.train.export import export_checkpoint
+
+    return Path(export_checkpoint(run, out / "tuned-model", overwrite=True))
 
 
 def _timed(times: dict, name: str, fn, *args, **kw):
@@ -210,7 +221,8 @@ def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], 
     console.rule("[bold]2/5 eval: the base model")
     base = _timed(times, "eval_base_s", ev.grids, model_dir, s, out / "eval-base",
                   cache=Path(base_cache) if base_cache else None, key=key, **grid_kw)
-    result, run, tuned_dir = _timed(times, "train_s", train_and_export, cfg, out, console, progress)
+    result, run = _timed(times, "train_s", train_run, cfg, out, console, progress)
+    tuned_dir = _timed(times, "export_s", export, run, out)
     console.rule("[bold]4/5 eval: the tuned model")
     tuned = _timed(times, "eval_tuned_s", ev.grids, tuned_dir, s, out / "eval-tuned", cache=None, key=None,
                    **grid_kw)

@@ -76,4 +76,4 @@ def test_quickstart_with_a_model_reports_base_and_tuned(model_dir, tmp_path, mon
     assert set(per_kind) == {"multikey", "multivalue", "vartrack"} and all(n > 0 for n in per_kind.values())
     assert list((out / "corpus").rglob("retrieval.json"))  # the version's synthesized examples
     assert (out / "tuned-model" / "config.json").is_file() and s["train"]["steps"] == 2
-    assert set(s["times"]) >= {"ingest_s", "eval_base_s", "train_s", "eval_tuned_s", "total_s"}
+    assert set(s["times"]) >= {"ingest_s", "eval_base_s", "train_s", "export_s", "eval_tuned_s", "total_s"}
