@@ -185,7 +185,7 @@ def test_synthesized_retrieval_examples_stay_outside_the_mix(tmp_path, monkeypat
 
     material = []
     real = example_build.synthesize
-    monkeypatch.setattr(example_build, "synthesize", lambda docs, *a: material.extend(docs) or real(docs, *a))
+    monkeypatch.setattr(example_build, "synthesize", lambda docs, *a, **k: material.extend(docs) or real(docs, *a, **k))
 
     gen = essay_sentences(1)
     (tmp_path / "essays.txt").write_text("".join(next(gen) for _ in range(400)))
