@@ -1,112 +1,61 @@
-"""Eval configuration: the `eval:` section of a run config (see bookft/config.py for the machinery).
+"""Eval configuration: the `eval:` section's dataclass and what eval time decides in it.
+
+EvalConfig itself lives in bookft/needles/eval_config.py (the run config composes it, and the
+train layer below eval reads it; that module says why and documents the keys). This module keeps
+what only eval time knows: the keys left None ("set nowhere") are decided by `resolve_settings`.
 
 Design choices:
-- A grid is lengths x depths x seeds. Lengths are either listed (`lengths`) or spaced between
-  `min_length` and `max_length` (`length_spacing`: linear | log); depths likewise (`depths` in
-  percent, or `num_depths` spaced linear | sigmoid, the sigmoid of the original NIAH test, denser
-  near 0 and 100 %).
-- A cell's length counts every token of the teacher-forced sequence (template, haystack, needles,
-  question and answer), measured with the model's own tokenizer; this makes cells of one length
-  batchable and keeps them under the model's position limit.
-- `scoring` lists the scorers to run per cell: teacher_forced (exact match of the answer tokens,
-  one forward pass) and generate (greedy decoding + RULER string_match_all). The first one is the
-  headline: the summary, the heatmap and the effective length come from it.
-- The library defaults (teacher_forced, no chat template) are what the tiny default is scored by,
-  where teacher forcing is exact: its model was trained on bookft's own short phrasing. `bookft
-  eval niah` adds the RULER protocol for the RULER phrasing (`ruler_protocol_defaults`) wherever
-  the user set neither key: generated text scored by string match, and the tokenizer's chat
-  template when it has one. A pretrained chat model answers ":3708443" where the forced target is
-  " 3708443", so exact match on forced tokens scores formatting, not retrieval.
+- Two ways to decide them. `bookft eval niah` (bookft/eval/entry.py) knows its subject, so it passes
+  whether the tokenizer has a chat template: the RULER phrasing is then scored RULER's way
+  (`ruler_protocol_defaults`: generated text scored by string match, the chat template where the
+  tokenizer has one). A library call (run_niah, the needle probe) passes nothing and gets the
+  library defaults: teacher_forced, no chat template.
+- `max_length` left None takes the run's data.seq_len when the caller has a run (a preset's length
+  ends the grid), else DEFAULT_MAX_LENGTH.
+- Deciding twice changes nothing: run_niah resolves what it is given, so settings that
+  `bookft eval niah` resolved pass through unchanged.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+import dataclasses
 
-from bookft.errors import ConfigError
-
-Task = Literal["niah", "multikey", "multivalue", "multiquery", "passkey", "vartrack"]
-HaystackKind = Literal["essay", "noise", "corpus"]
-Scorer = Literal["teacher_forced", "generate"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class EvalConfig:
-    task: Task = "niah"
-    # Grid: explicit lists win over the spaced ranges.
-    lengths: tuple[int, ...] = ()
-    min_length: int = 256
-    max_length: int = 2048
-    num_lengths: int = 4
-    length_spacing: Literal["linear", "log"] = "log"
-    length_multiple: int = 1  # round spaced lengths to a multiple (e.g. 2*cp*block for ring)
-    # batch lengths are bucketed (2^k * (1 + j/length_buckets), then the attention's chunks and
-    # blocks) so a grid compiles once per bucket; padding is masked (segment id 0). 0 = exact lengths
-    length_buckets: int = 4
-    depths: tuple[float, ...] = ()  # percent, 0 = start of the haystack, 100 = end
-    num_depths: int = 5
-    depth_spacing: Literal["linear", "sigmoid"] = "linear"
-    seeds: tuple[int, ...] = (0, 1)
-    # Haystack
-    haystack: HaystackKind = "essay"
-    corpus: str | None = None  # corpus dir or version dir, for haystack: corpus
-    # Task knobs (RULER defaults)
-    num_distractors: int = 3  # multikey: other keys in the haystack
-    num_values: int = 4  # multivalue: values under the same key
-    num_queries: int = 2  # multiquery: keys asked at once
-    num_hops: int = 4  # vartrack: assignments after the first
-    value_digits: int = 7
-    phrasing: Literal["ruler", "short"] = "ruler"  # niah/multikey wording (tasks.py)
-    # Scoring
-    scoring: tuple[Scorer, ...] = ("teacher_forced",)
-    threshold: float = 0.85  # RULER effective length: the largest length with every length <= it >= this
-    batch_size: int = 4
-    max_new_tokens: int = 0  # generate: 0 = answer length + 8
-    chat_template: bool = False  # wrap the prompt with tokenizer_config's chat_template
-    add_bos: bool | None = None  # None = whatever the tokenizer's post-processor prepends
-    logits_tail: int = 512  # model driver: logits only for the last N positions (never [S, V])
-
-    def validate(self) -> None:
-        if any(n <= 0 for n in self.lengths):
-            raise ConfigError(f"eval.lengths: every length must be positive, got {list(self.lengths)}")
-        if not self.lengths and not (0 < self.min_length <= self.max_length):
-            raise ConfigError(
-                f"eval.min_length ({self.min_length}) must be positive and <= eval.max_length "
-                f"({self.max_length})")
-        if self.num_lengths < 1 or self.num_depths < 1:
-            raise ConfigError("eval.num_lengths and eval.num_depths must be at least 1")
-        if any(not 0.0 <= d <= 100.0 for d in self.depths):
-            raise ConfigError(f"eval.depths: depths are percentages in [0, 100], got {list(self.depths)}")
-        if not self.seeds:
-            raise ConfigError("eval.seeds: give at least one seed, for example [0, 1]")
-        if not self.scoring:
-            raise ConfigError("eval.scoring: choose teacher_forced and/or generate")
-        if self.haystack == "corpus" and not self.corpus:
-            raise ConfigError("eval.haystack is corpus but eval.corpus is not set (a corpus directory)")
-        if not 0.0 <= self.threshold <= 1.0:
-            raise ConfigError(f"eval.threshold is a fraction in [0, 1], got {self.threshold}")
-        if self.length_buckets < 0:
-            raise ConfigError(f"eval.length_buckets: steps per doubling, >= 0 (0 = no bucketing), "
-                              f"got {self.length_buckets}")
-        if self.batch_size < 1 or self.length_multiple < 1 or self.logits_tail < 1:
-            raise ConfigError("eval.batch_size, eval.length_multiple and eval.logits_tail must be >= 1")
-        if min(self.num_distractors, self.num_hops) < 0 or min(self.num_values, self.num_queries) < 1:
-            raise ConfigError("eval task knobs: num_values/num_queries >= 1, num_distractors/num_hops >= 0")
-        if not 1 <= self.value_digits <= 32:
-            raise ConfigError(f"eval.value_digits must be in 1..32, got {self.value_digits}")
-
+from bookft.needles.eval_config import DEFAULT_MAX_LENGTH, EvalConfig, HaystackKind, Scorer, Task
 
 RULER_SCORING = ("generate",)
+LIBRARY_DEFAULTS = {"scoring": ("teacher_forced",), "chat_template": False}
 
 
-def ruler_protocol_defaults(data: dict, has_chat_template: bool) -> dict:
-    """Defaults for keys the merged settings `data` leave unset: RULER phrasing is scored RULER's way.
+def ruler_protocol_defaults(phrasing: str, has_chat_template: bool) -> dict:
+    """What `bookft eval niah` gives the keys left unset: RULER phrasing is scored RULER's way.
 
-    {"scoring": ["generate"], "chat_template": has_chat_template} when the phrasing (set or default)
-    is ruler, else {}. teacher_forced stays available (`--scoring generate,teacher_forced`).
+    {"scoring": ("generate",), "chat_template": has_chat_template} when the phrasing is ruler, else
+    {}. teacher_forced stays available (`--scoring generate,teacher_forced`).
     """
-    phrasing = data.get("phrasing", EvalConfig.__dataclass_fields__["phrasing"].default)
     if phrasing != "ruler":
         return {}
-    return {"scoring": list(RULER_SCORING), "chat_template": bool(has_chat_template)}
+    return {"scoring": RULER_SCORING, "chat_template": bool(has_chat_template)}
+
+
+def resolve_settings(cfg: EvalConfig, *, has_chat_template: bool | None = None,
+                     seq_len: int | None = None) -> EvalConfig:
+    """`cfg` with every key left None decided (see the module docstring); the rest as set.
+
+    has_chat_template: None for a library call (the library defaults), else whether the subject's
+    tokenizer has a chat template (the RULER protocol for ruler phrasing). seq_len: the run's
+    data.seq_len, which a spaced grid ends at when eval.max_length is unset.
+    """
+    fill = dict(LIBRARY_DEFAULTS)
+    if has_chat_template is not None:
+        fill.update(ruler_protocol_defaults(cfg.phrasing, has_chat_template))
+    fill["max_length"] = seq_len or DEFAULT_MAX_LENGTH
+    unset = {k: v for k, v in fill.items() if getattr(cfg, k) is None}
+    if not unset:
+        return cfg
+    out = dataclasses.replace(cfg, **unset)
+    out.validate()
+    return out
+
+
+__all__ = ["DEFAULT_MAX_LENGTH", "EvalConfig", "HaystackKind", "LIBRARY_DEFAULTS", "RULER_SCORING", "Scorer",
+           "Task", "resolve_settings", "ruler_protocol_defaults"]

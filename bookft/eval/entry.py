@@ -1,13 +1,15 @@
 """What `bookft eval niah` does between parsing and printing: settings, subject, attention, run, report.
 
 Design choices:
-- Settings are layered: the run config's `eval:` section (from the checkpoint's run config, then
-  the --config file), then `--set` overrides (`eval.lengths=[1024]` or plain `lengths=[1024]`;
-  keys under another run-config section, e.g. `attention.strategy=ring`, go to the run config),
-  then the explicit flags (--lengths, --depths, ...). Keys set by none of them take the RULER
-  protocol's defaults when the phrasing is ruler (generate scoring, the chat template where the
-  tokenizer has one; eval/config.py), then EvalConfig's. One strict `from_dict(EvalConfig, ...)`
-  checks the result, so an unknown key names its path.
+- Settings are layered: the run config's `eval:` section (typed at load with the run config: the
+  checkpoint's, or the --config file's), then the --config file's `eval:` section (or a whole eval
+  YAML), then `--set eval.KEY=VALUE` overrides (keys under another run-config section, e.g.
+  `attention.strategy=ring`, go to the run config; a bare `--set lengths=...` is refused with the
+  spelling to use), then the explicit flags (--lengths, --depths, ...). Keys set by none of them
+  are decided by resolve_settings (eval/config.py): the RULER protocol where the phrasing is ruler
+  (generate scoring, the chat template where the tokenizer has one), the run's data.seq_len as the
+  spaced grid's max_length. One strict `from_dict(EvalConfig, ...)` checks the result, so an
+  unknown key names its path.
 - The subject is a checkpoint (`bookft.train.checkpoint.load_params(run_dir) -> (model, run_config)`)
   or an HF folder (`bookft.model.load_hf`).
 - Attention comes from the run config's attention and parallel sections: with a context axis > 1
@@ -23,9 +25,9 @@ from typing import Any
 
 from rich.console import Console
 
-from bookft.config import apply_overrides, deep_merge, from_dict, parse_override, read_yaml
-from bookft.errors import CorpusError, EvalError
-from bookft.eval.config import EvalConfig, ruler_protocol_defaults
+from bookft.config import apply_overrides, deep_merge, from_dict, parse_override, read_yaml, to_dict
+from bookft.errors import ConfigError, CorpusError, EvalError
+from bookft.eval.config import EvalConfig, resolve_settings
 from bookft.eval.drivers import attention_and_layout
 from bookft.eval.report import print_summary, write_report
 from bookft.eval.runner import run_niah
@@ -35,7 +37,8 @@ RUN_SECTIONS = ("name", "model", "attention", "parallel", "data", "train", "chec
 
 
 def split_overrides(overrides: list[str]) -> tuple[list[str], list[str]]:
-    """(eval overrides without the `eval.` prefix, run-config overrides)."""
+    """(eval overrides without the `eval.` prefix, run-config overrides). Eval keys have one
+    spelling, `eval.KEY=VALUE`; a key under no section is a ConfigError that says so."""
     ev, run = [], []
     for item in overrides or []:
         keys, _ = parse_override(item)
@@ -43,15 +46,21 @@ def split_overrides(overrides: list[str]) -> tuple[list[str], list[str]]:
             ev.append(item.split(".", 1)[1])
         elif keys[0] in RUN_SECTIONS:
             run.append(item)
+        elif keys[0] in EvalConfig.__dataclass_fields__:
+            raise ConfigError(f"--set {item}: eval keys are spelled with their section: "
+                              f"--set eval.{item.strip()}")
         else:
-            ev.append(item)
+            raise ConfigError(f"--set {item}: unknown key {keys[0]} (keys are eval.KEY or a run-config "
+                              f"section's: {', '.join(RUN_SECTIONS)})")
     return ev, run
 
 
 def load_settings(config: str | Path | None, overrides: list[str], flags: dict[str, Any],
-                  base: dict | None = None, *, has_chat_template: bool = False) -> EvalConfig:
-    """The eval settings; keys set nowhere take ruler_protocol_defaults, then EvalConfig's defaults."""
-    data = dict(base or {})
+                  base: EvalConfig | None = None, *, has_chat_template: bool = False,
+                  seq_len: int | None = None) -> EvalConfig:
+    """The eval settings, every key decided: `base` (a run config's eval section), the --config
+    file's, the eval overrides, the flags; keys set nowhere by resolve_settings."""
+    data = to_dict(base) if base is not None else {}
     if config is not None:
         raw = read_yaml(config)
         section = raw.get("eval", {}) if any(k in raw for k in RUN_SECTIONS + ("eval",)) else raw
@@ -60,8 +69,8 @@ def load_settings(config: str | Path | None, overrides: list[str], flags: dict[s
         data = deep_merge(data, section)
     data = apply_overrides(data, split_overrides(overrides)[0])
     data.update({k: v for k, v in flags.items() if v is not None})
-    data = {**ruler_protocol_defaults(data, has_chat_template), **data}
-    return from_dict(EvalConfig, data, "eval")
+    return resolve_settings(from_dict(EvalConfig, data, "eval"), has_chat_template=has_chat_template,
+                            seq_len=seq_len)
 
 
 def _run_config(config: str | Path | None, overrides: list[str]):
@@ -187,11 +196,9 @@ def evaluate(*, checkpoint: str | None, model_dir: str | None, tokenizer: str | 
     file_run_config = realise(_run_config(config, overrides))
     model, tok, model_config, run_config, info, mesh = load_on_mesh(checkpoint, model_dir, tokenizer,
                                                                     file_run_config)
-    base_eval = dict(getattr(run_config, "eval", None) or {})
-    seq_len = getattr(getattr(run_config, "data", None), "seq_len", None)
-    if seq_len and not {"lengths", "max_length"} & set(base_eval):  # the preset's length ends the grid
-        base_eval["max_length"] = seq_len
-    settings = load_settings(config, overrides, flags, base=base_eval, has_chat_template=bool(tok.chat_template))
+    seq_len = getattr(getattr(run_config, "data", None), "seq_len", None)  # the preset's length ends the grid
+    settings = load_settings(config, overrides, flags, base=getattr(run_config, "eval", None),
+                             has_chat_template=bool(tok.chat_template), seq_len=seq_len)
     # both scorers: the configured strategy over the mesh (or the local kernel on one device)
     attend, layout = run_attention(run_config, mesh, settings.length_buckets, info)
     model = layout.place(model)  # the host copy load_params returned is dropped here

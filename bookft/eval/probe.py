@@ -20,11 +20,11 @@ Design choices:
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
-from bookft.config import from_dict
-from bookft.eval.config import EvalConfig
+from bookft.eval.config import resolve_settings
 from bookft.eval.drivers import tail_logits_fn
 from bookft.eval.layout import SeqLayout, length_rule
 from bookft.eval.runner import run_niah
@@ -36,11 +36,11 @@ class NeedleProbe:
     def __init__(self, cfg):
         self.cfg = cfg
         p = cfg.train.probe
-        section = {k: v for k, v in dict(cfg.eval or {}).items() if k not in ("lengths", "depths", "seeds")}
-        self.settings = from_dict(EvalConfig, {
-            **section, "lengths": list(p.lengths or cfg.eval.get("lengths") or [1024]),
-            "depths": list(p.depths), "seeds": list(p.seeds), "scoring": ["teacher_forced"]},
-            "train.probe")
+        # the run's eval section with the probe's grid, teacher-forced; lengths: the probe's, else the eval's
+        self.settings = resolve_settings(dataclasses.replace(
+            cfg.eval, lengths=tuple(p.lengths or cfg.eval.lengths or (1024,)), depths=tuple(p.depths),
+            seeds=tuple(p.seeds), scoring=("teacher_forced",)))
+        self.settings.validate()
         self.every = cfg.train.probe_every
         self._fn = None
         self._layout = None

@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from bookft.config import to_dict
-from bookft.eval.config import EvalConfig
+from bookft.eval.config import EvalConfig, resolve_settings
 from bookft.eval.drivers import check_model, model_generate_fn, model_logits_fn
 from bookft.eval.grid import grid_depths, grid_lengths
 from bookft.eval.haystack import build_haystack
@@ -80,7 +80,7 @@ def run_niah(model: Any, tokenizer: Any, settings: EvalConfig, *, logits_fn: Log
     default: the model's reference attention on one device). The layout's bucketing follows
     settings.length_buckets.
     """
-    cfg = settings
+    cfg = resolve_settings(settings)  # keys left None: the library defaults (bookft eval niah decided them)
     tok = ModelTokenizer.load(tokenizer)
     lengths, depths = grid_lengths(cfg), grid_depths(cfg)
     model_config = model_config if model_config is not None else getattr(model, "config", None)

@@ -5,7 +5,8 @@
   or a function signature, placed in a window of corpus text and asked about at the end.
 - tokencount.py, text.py: the ingest's token counts and text form, measured here without the
   ingest (an example must have exactly the tokens the build will give it).
-- retrieval_config.py: the `retrieval:` section of a corpus YAML.
+- retrieval_config.py: the `retrieval:` section of a corpus YAML; eval_config.py: the `eval:` section
+  of a run config (typed by the run config in train, scored by eval: both read it from here).
 - tokenizer.py (the model's tokenizer: offsets, special tokens, the chat template), haystack.py
   (sentence-chunked filler) and placement.py (needles at sentence boundaries, the prompt and answer
   as token ids): how a task becomes a sequence, for the eval and for the synthesized examples.

@@ -1,7 +1,9 @@
 """Run configuration: the sections `bookft train` reads from configs/*.yaml.
 
 One frozen keyword-only dataclass per concern; `RunConfig` composes them. Model, attention and
-parallel sections live with their packages; data, optimizer, train and checkpoint live here.
+parallel sections live with their packages; data, optimizer, train and checkpoint live here. The
+eval section's dataclass lives in bookft/needles/eval_config.py: this layer types it at load like
+every other section (and the probe and the retrieval check read it), but may not import eval.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from bookft.attention.config import AttentionConfig
 from bookft.config import load, to_dict
 from bookft.errors import ConfigError
 from bookft.model.config import ModelConfig
+from bookft.needles.eval_config import EvalConfig
 from bookft.parallel.config import ParallelConfig
 
 
@@ -101,7 +104,7 @@ class RunConfig:
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
-    eval: dict[str, Any] = field(default_factory=dict)  # the `bookft eval` section, read by eval
+    eval: EvalConfig = field(default_factory=EvalConfig)  # `bookft eval niah`'s grid (and the probe's lengths)
 
     def validate(self) -> None:
         t = self.train

@@ -3,7 +3,8 @@
 Design choices:
 - Everything that can be wrong is checked before anything compiles: config, mesh vs devices,
   attention strategy vs mesh and sequence length (bookft.attention.resolve), corpus vocabulary vs
-  model vocabulary, rows per micro-batch vs the data axes.
+  model vocabulary, rows per micro-batch vs the data axes, a corpus's synthesized retrieval examples
+  vs the curriculum and the eval section (train/retrieval_check.py).
 - The program (state layout, shardings, jitted step) is train/program.py, shared with plan and
   eval; this file only feeds it batches and runs hooks.
 - Hooks in levanter's style: `trainer.add_hook(fn, every=N)`, `fn(trainer, step) -> metrics or
@@ -50,6 +51,7 @@ from bookft.train.curriculum import stage_len
 from bookft.train.data import Batches
 from bookft.train.metrics import MetricsLog, mfu
 from bookft.train.program import build_program, check_rows, resolve_model_config, train_mesh
+from bookft.train.retrieval_check import check_retrieval_agreement
 from bookft.train.rundir import check_run_dir, config_digest, run_facts, write_config
 from bookft.train.step import batch_sharding
 
@@ -128,6 +130,7 @@ class Trainer:
             raise TrainError(f"{self.corpus.path}: the corpus tokenizer has {vocab} tokens but the model's "
                              f"vocabulary is {cfg.model.vocab_size}; use the model's tokenizer at "
                              "ingest (--tokenizer) or a model with a larger vocab_size")
+        check_retrieval_agreement(cfg, self.corpus)  # examples in the eval's wording, whole in every stage
         self.program = build_program(cfg, self.mesh)
         att = self.program.attention
         self.attend, self.strategy, self.cp = self.program.attend, att.strategy, att.cp

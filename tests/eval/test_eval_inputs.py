@@ -85,10 +85,10 @@ def test_too_short_length_and_bad_config(bpe):
 def test_settings_layering(tmp_path):
     cfg_file = tmp_path / "run.yaml"
     cfg_file.write_text("model: {num_layers: 2}\neval: {lengths: [512, 1024], threshold: 0.5}\n")
-    ev, run = split_overrides(["eval.seeds=[3]", "attention.strategy=ring", "num_depths=3"])
+    ev, run = split_overrides(["eval.seeds=[3]", "attention.strategy=ring", "eval.num_depths=3"])
     assert ev == ["seeds=[3]", "num_depths=3"] and run == ["attention.strategy=ring"]
     s = load_settings(cfg_file, ["eval.seeds=[3]", "attention.strategy=ring"], {"lengths": [2048]},
-                      base={"task": "passkey"})
+                      base=EvalConfig(task="passkey"))
     assert s.lengths == (2048,) and s.seeds == (3,) and s.threshold == 0.5 and s.task == "passkey"
 
 

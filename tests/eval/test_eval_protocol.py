@@ -1,13 +1,18 @@
-"""Which protocol `bookft eval niah` scores by when the user does not say (issue 17).
+"""Which protocol `bookft eval niah` scores by when the user does not say, and the eval section's one spelling.
 
 RULER phrasing -> RULER's protocol: generated text scored by string match, the chat template where the
 tokenizer has one. The tiny default (phrasing short) keeps teacher-forced exact match and no template.
+The keys the protocol decides stay None in the typed section ("set nowhere") until eval time.
 """
 
 from pathlib import Path
 
-from bookft.eval.config import EvalConfig, ruler_protocol_defaults
-from bookft.eval.entry import load_settings
+import pytest
+
+from bookft.errors import ConfigError
+from bookft.eval.config import EvalConfig, resolve_settings, ruler_protocol_defaults
+from bookft.eval.entry import load_settings, split_overrides
+from bookft.train.config import load_run_config
 
 TINY = Path(__file__).resolve().parents[2] / "configs" / "tiny-cpu.yaml"
 
@@ -23,7 +28,7 @@ def test_what_the_user_sets_wins():
     s = load_settings(None, ["eval.chat_template=false"], {"scoring": ["teacher_forced", "generate"]},
                       has_chat_template=True)
     assert s.scoring == ("teacher_forced", "generate") and s.chat_template is False
-    s = load_settings(None, [], {}, base={"scoring": ["teacher_forced"]}, has_chat_template=True)
+    s = load_settings(None, [], {}, base=EvalConfig(scoring=("teacher_forced",)), has_chat_template=True)
     assert s.scoring == ("teacher_forced",) and s.chat_template is True
 
 
@@ -31,14 +36,57 @@ def test_short_phrasing_keeps_the_library_defaults(tmp_path):
     cfg = tmp_path / "eval.yaml"
     cfg.write_text("phrasing: short\nlengths: [512]\n")
     s = load_settings(cfg, [], {}, has_chat_template=True)
-    assert s.scoring == EvalConfig().scoring == ("teacher_forced",) and s.chat_template is False
-    assert ruler_protocol_defaults({"phrasing": "short"}, True) == {}
+    assert s.scoring == resolve_settings(EvalConfig()).scoring == ("teacher_forced",) and s.chat_template is False
+    assert ruler_protocol_defaults("short", True) == {}
+
+
+def test_protocol_keys_stay_unset_in_the_typed_section_until_eval_time():
+    """The run config's eval section is typed at load; the protocol's keys are None there ("set
+    nowhere"), decided by resolve_settings: the RULER protocol under `bookft eval niah`, the library
+    defaults for a library call, and the run's data.seq_len ends a spaced grid."""
+    ev = load_run_config(TINY, ["eval.phrasing=ruler", "eval.lengths=[]"]).eval
+    assert isinstance(ev, EvalConfig) and (ev.scoring, ev.chat_template, ev.max_length) == (None, None, None)
+    chat = resolve_settings(ev, has_chat_template=True, seq_len=4096)
+    assert (chat.scoring, chat.chat_template, chat.max_length) == (("generate",), True, 4096)
+    lib = resolve_settings(ev)
+    assert (lib.scoring, lib.chat_template, lib.max_length) == (("teacher_forced",), False, 2048)
+    assert resolve_settings(chat) is chat  # deciding twice changes nothing
+    s = load_settings(None, [], {}, base=ev, has_chat_template=False, seq_len=1024)
+    assert (s.scoring, s.chat_template, s.max_length) == (("generate",), False, 1024)
+    s = load_settings(None, ["eval.max_length=512"], {}, base=ev, seq_len=1024)
+    assert s.max_length == 512  # what the user sets wins over the run's length
 
 
 def test_tiny_default_is_scored_as_before():
     s = load_settings(TINY, [], {}, has_chat_template=False)
     assert (s.phrasing, s.scoring, s.chat_template) == ("short", ("teacher_forced",), False)
     assert s.lengths == (1024, 2048) and s.depths == (0, 25, 50, 75, 100) and len(s.seeds) == 10
+    s = load_settings(None, [], {}, base=load_run_config(TINY).eval, has_chat_template=False, seq_len=2048)
+    assert (s.phrasing, s.scoring, s.chat_template, s.lengths) == ("short", ("teacher_forced",), False, (1024, 2048))
+
+
+def test_eval_keys_have_one_spelling():
+    assert split_overrides(["eval.lengths=[1024]", "attention.strategy=ring"]) == (
+        ["lengths=[1024]"], ["attention.strategy=ring"])
+    assert load_settings(None, ["eval.lengths=[1024]"], {}).lengths == (1024,)
+    with pytest.raises(ConfigError, match=r"--set eval\.lengths=\[1024\]"):
+        split_overrides(["lengths=[1024]"])
+    with pytest.raises(ConfigError, match=r"--set eval\.lengths=\[1024\]"):
+        load_settings(None, ["lengths=[1024]"], {})
+    with pytest.raises(ConfigError, match="unknown key lenghts"):
+        split_overrides(["lenghts=[1024]"])
+    with pytest.raises(ConfigError, match=r"unknown key eval\.lenghts"):
+        load_settings(None, ["eval.lenghts=[1024]"], {})
+
+
+def test_the_run_configs_eval_section_is_typed_and_strict():
+    with pytest.raises(ConfigError, match=r"unknown key eval\.lenghts \(known keys here: .*lengths"):
+        load_run_config(TINY, ["eval.lenghts=[1024]"])
+    with pytest.raises(ConfigError, match=r"eval\.phrasing: expected one of"):
+        load_run_config(TINY, ["eval.phrasing=long"])
+    with pytest.raises(ConfigError, match=r"eval\.depths"):
+        load_run_config(TINY, ["eval.depths=[150]"])
+    assert load_run_config(TINY, ["eval.lengths=[512]"]).eval.lengths == (512,)
 
 
 def test_cli_on_a_chat_model_folder(tmp_path):
