@@ -147,14 +147,14 @@ def short_figures(res: dict) -> dict[str, dict[str, float]]:
 
 def figures_table(figs: dict[str, Any]) -> Table:
     """The base -> tuned table: a row per task and length, a column per depth."""
-    t = Table(title="RULER tasks, generation scoring: base -> tuned (held-out haystacks)")
+    t = Table(title="RULER tasks, generation scoring: base→tuned (held-out haystacks)")
     depths = sorted({d for f in figs.values() for ds in f["per_length"].values() for d in ds}, key=float)
     for col in ["task", "length", *[f"depth {d}%" for d in depths], "mean"]:
         t.add_column(col, justify="left" if col == "task" else "right")
     for task, f in figs.items():
         for i, (n, ds) in enumerate(sorted(f["per_length"].items(), key=lambda x: int(x[0]))):
-            mean = f"{f['mean']['base']:.2f} -> {f['mean']['tuned']:.2f}" if i == 0 else ""
-            t.add_row(task if i == 0 else "", n, *[f"{ds[d]['base']:.2f} -> {ds[d]['tuned']:.2f}" if d in ds else ""
+            mean = f"{f['mean']['base']:.2f}→{f['mean']['tuned']:.2f}" if i == 0 else ""
+            t.add_row(task if i == 0 else "", n, *[f"{ds[d]['base']:.2f}→{ds[d]['tuned']:.2f}" if d in ds else ""
                                                    for d in depths], mean)
     return t
 

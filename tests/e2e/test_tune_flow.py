@@ -45,10 +45,10 @@ def test_quickstart_with_a_model_reports_base_and_tuned(model_dir, tmp_path, mon
     for i in range(3):
         docs.append(tmp_path / f"book{i}.txt")
         docs[-1].write_text(_essay(i, 400))
-    # small, shrunk further: 2 steps, one length pair, few passages, ingest in this process
+    # small, shrunk further: 2 steps, one length, one depth, few passages, ingest in this process
     small = tune_flow.SIZES["small"]
     monkeypatch.setitem(tune_flow.SIZES, "small", tune_flow.dataclasses.replace(
-        small, lengths=(512, 1024), ppl_lengths=(512, 1024), depths=(50.0,), steps=2, ppl_chars=8000,
+        small, lengths=(512,), ppl_lengths=(512,), depths=(50.0,), steps=2, ppl_chars=8000,
         short_docs=3, short_chars=400, short_tokens=160, workers=0))
     from typer.testing import CliRunner
 
@@ -67,13 +67,37 @@ def test_quickstart_with_a_model_reports_base_and_tuned(model_dir, tmp_path, mon
     for task in TASKS:
         assert (out / f"compare-{task}" / "compare.html").is_file()
         per = s["tasks"][task]["per_length"]
-        assert set(per) == {"512", "1024"}
+        assert set(per) == {"512"}
         for cells in per.values():
             assert all({"base", "tuned"} <= set(v) for v in cells.values())
-    assert set(s["ppl"]) == {"512", "1024"} and all({"base", "tuned"} <= set(v) for v in s["ppl"].values())
+    assert set(s["ppl"]) == {"512"} and all({"base", "tuned"} <= set(v) for v in s["ppl"].values())
     assert s["short"] and all("loss_delta" in v for v in s["short"].values())
     per_kind = s["corpus"]["retrieval"]["per_kind"]
     assert set(per_kind) == {"multikey", "multivalue", "vartrack"} and all(n > 0 for n in per_kind.values())
     assert list((out / "corpus").rglob("retrieval.json"))  # the version's synthesized examples
     assert (out / "tuned-model" / "config.json").is_file() and s["train"]["steps"] == 2
     assert set(s["times"]) >= {"ingest_s", "eval_base_s", "train_s", "export_s", "eval_tuned_s", "total_s"}
+
+
+def test_base_grids_come_from_the_cache_the_second_time(tmp_path, monkeypatch):
+    from rich.console import Console
+
+    from bookft import tune_flow_evals as ev
+    from bookft.tune_flow import settings_for
+
+    calls = []
+
+    def fake_grid(model_dir, task, s, *, out, **kw):
+        calls.append(task)
+        res = {"kind": "bookft-eval", "cells": [], "task": task}
+        out.mkdir(parents=True)
+        (out / "results.json").write_text(json.dumps(res))
+        return res
+
+    monkeypatch.setattr(ev, "run_grid", fake_grid)
+    s = settings_for("small", {"tasks": ("niah", "vartrack")})
+    kw = {"cache": tmp_path / "cache", "key": "k", "console": Console(quiet=True)}
+    first = ev.grids(tmp_path / "m", s, tmp_path / "a", **kw)
+    second = ev.grids(tmp_path / "m", s, tmp_path / "b", **kw)
+    assert calls == ["niah", "vartrack"] and first == second
+    assert (tmp_path / "b" / "vartrack" / "results.json").is_file()
