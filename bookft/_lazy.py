@@ -1,6 +1,6 @@
-"""Lazy package exports (PEP 562): `from bookft.model import init_model` works as before, but importing
-`bookft.commands.model` (every CLI command does, to register itself) no longer loads jax, flax and
-matplotlib. That start-up cost was about 4 CPU-s per command, paid even by `bookft --help`."""
+"""Lazy package exports (PEP 562): `from bookft.model import init_model` works, but importing one light
+submodule (`bookft.model.config`) does not run the package's re-exports (jax, flax). Each package that
+uses it gives the import time it saves, measured against plain imports, in its __init__."""
 
 from __future__ import annotations
 

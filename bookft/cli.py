@@ -4,25 +4,16 @@ Light on purpose (the standard library only when imported): the extraction pool'
 main module again before their first task (multiprocessing's spawn preparation imports it as
 `__mp_main__`), so when the main module is this one, or the console script that imports it, a
 worker pays for what it imports. Typer, rich and every command module stay in bookft/app.py, which
-only `main()` imports; the forkserver preloads just the extraction jobs (bookft/ingest/engine/pool.py).
-
-`main()` starts that forkserver first, before typer and the commands import and parse, when the raw
-arguments of `bookft ingest` name a source big enough to use the pool (`argv_may_use_pool`): the
-server's imports (pypdfium2, numpy, the extractors: ~0.2 s) take the core this process leaves idle.
+only `main()` imports. Measured with the two modules merged into one (`bookft ingest` of the
+1,000-page book of benchmarks/pdf_book.py, --workers 2, 2-core host at load 1.2-2.2, interleaved
+with the bare loop): 0.13 CPU-s more per worker, the wall +0.15 s and +0.22 s (median per round;
+slower in 11 of 16 and 10 of 10 rounds), bare/bookft 0.560 against 0.583 (docs/log.md, 2026-12-02).
 """
 
 from __future__ import annotations
 
-import sys
-
 
 def main() -> None:
-    args = sys.argv[1:]
-    if len(args) > 1 and args[0] == "ingest":
-        from bookft.ingest.engine.pool import argv_may_use_pool, prestart
-
-        if argv_may_use_pool(args[1:]):
-            prestart()
     from bookft.app import run
 
     run()

@@ -76,10 +76,6 @@ def register(app: typer.Typer) -> None:
                                             "for secrets (on for code by default: found ones are redacted)."),
     ) -> None:
         """Turn sources into a packed, versioned corpus (tokens in sequences of --seq-len)."""
-        from bookft.ingest.engine.pool import may_use_pool, prestart
-
-        if may_use_pool(sources or [], workers, engine):
-            prestart()  # the pool's forkserver imports while this process imports the build and reads config
         from bookft.ingest.config import IngestConfig
         from bookft.ingest.corpus_build import build_corpus
         from bookft.ingest.formats.registry import KINDS

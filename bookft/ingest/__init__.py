@@ -11,7 +11,10 @@ sample/ (the built-in sample corpus) apart.
 
 from bookft._lazy import lazy
 
-# public name -> defining module, imported on first use (bookft/_lazy.py)
+# Lazy (bookft/_lazy.py), measured: CPU seconds of a fresh interpreter, 2-core host at load 1.1-1.3, median of
+# 5 interleaved rounds: `import bookft.app` (every command, `bookft --help` too) 0.16 s, 0.51 s with plain
+# imports here; the pool's forkserver preload (bookft.ingest.engine.jobs) 0.34 s, 0.43 s.
+# public name -> defining module, imported on first use
 __getattr__, __dir__, __all__ = lazy(__name__, {
     "bookft.ingest.corpus_build": ["build_corpus"],
     "bookft.ingest.config": ["IngestConfig"],

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from bookft.errors import ConfigError
-from bookft.ingest.engine.pool import PDF_PAGES_PER_JOB
 from bookft.ingest.mix_config import POLICIES, MixConfig, Policy, UpsampleLong  # the mix
 from bookft.needles.retrieval_config import RetrievalConfig  # synthesized retrieval examples
 
@@ -103,7 +102,7 @@ class ExtractConfig:
     code_include_hidden: bool = False  # dot-files and dot-folders other than .git (never read)
     ocr: OcrConfig = field(default_factory=OcrConfig)  # off by default
     secrets: SecretsConfig = field(default_factory=SecretsConfig)
-    pdf_pages_per_job: int = PDF_PAGES_PER_JOB  # a PDF of more pages is read as page ranges of this many, in parallel
+    pdf_pages_per_job: int = 100  # a PDF of more pages is read as page ranges of this many, in parallel
     #   (phases/extract.py), then reassembled: the same document as one job; 0 = never split. It only
     #   changes speed, so it is not part of the extraction cache key (sources.py `job_key`). 100 (about
     #   0.15 s of pdfium per range): enough ranges that the pool and the building process end together.

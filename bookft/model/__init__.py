@@ -2,7 +2,10 @@
 
 from bookft._lazy import lazy
 
-# public name -> defining module, imported on first use (bookft/_lazy.py)
+# Lazy (bookft/_lazy.py), measured: CPU seconds of a fresh interpreter, 2-core host at load 1.1-1.3, median of
+# 5 interleaved rounds: `import bookft.train.config` (it reads bookft.model.config) 0.24 s; 2.15 s with plain
+# imports here (jax, flax).
+# public name -> defining module, imported on first use
 __getattr__, __dir__, __all__ = lazy(__name__, {
     "bookft.model.axes": ["constrain", "use_rules"],
     "bookft.model.config": ["LoraConfig", "ModelConfig", "RopeConfig"],

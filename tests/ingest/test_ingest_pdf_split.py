@@ -1,4 +1,4 @@
-"""A large PDF split into page-range jobs (issue 18, extract.pdf_pages_per_job): the same documents,
+"""A large PDF split into page-range jobs (extract.pdf_pages_per_job): the same documents,
 cache entries and corpus as one job per file; bad PDFs reported as without splitting."""
 
 import io
@@ -13,7 +13,7 @@ from bookft.corpus.reader import open_corpus
 from bookft.errors import ConfigError
 from bookft.ingest import IngestConfig, build_corpus
 from bookft.ingest.engine.cache import SourceCache
-from bookft.ingest.engine.pool import may_use_pool, pool_map, prestart
+from bookft.ingest.engine.pool import pool_map
 from bookft.ingest.phases.extract import _page_ranges
 from bookft.ingest.sample.pdfwriter import book_pdf
 
@@ -84,25 +84,12 @@ def test_the_building_process_takes_local_tasks_from_the_end_while_the_pool_take
     first submit waits for the forkserver), everything else only in the pool; every task once."""
     import os
 
-    prestart()  # what `bookft ingest` does first for a big source: the same forkserver serves the map
     out = list(pool_map(os.getpid, [()] * 6, 2, local=lambda i: i >= 3))
     assert sorted(i for i, _ in out) == list(range(6))
     pid = dict(out)
     assert pid[5] == os.getpid()  # taken before the pool starts
     assert all(pid[i] != os.getpid() for i in range(3))  # never local
     assert list(pool_map(os.getpid, [()] * 3, 2, local=lambda i: False))  # nothing local: the pool alone
-
-
-def test_the_command_line_guesses_when_to_start_the_pool_early(tmp_path):
-    big, small, text = tmp_path / "big.pdf", tmp_path / "small.pdf", tmp_path / "a.txt"
-    big.write_bytes(b"%PDF-" + bytes(300 * 512))
-    small.write_bytes(b"%PDF-" + bytes(1000))
-    text.write_text("x")
-    assert may_use_pool([str(big)], None, None)
-    assert not may_use_pool([str(small), str(text)], None, None)
-    assert not may_use_pool([str(big)], 0, None) and not may_use_pool([str(big)], None, "ray")
-    assert may_use_pool([str(tmp_path)], 2, "local")  # a folder: the build walks it
-    assert not may_use_pool([], None, None)  # the built-in sample: small, extracted in process
 
 
 def test_pages_per_job_is_validated():
@@ -214,16 +201,15 @@ def test_a_split_book_keeps_the_ranges_chunks(books, monkeypatch):
     assert calls == [] and got == pdf.pages_text(flat, {})
 
 
-def test_the_command_line_starts_the_pool_before_parsing(tmp_path):
-    """`python -m bookft.cli ingest BIG.pdf` (a book big enough to be split): bookft/cli.py starts the
-    forkserver before typer imports; its workers run that module again (as __mp_main__) and must not
-    start anything of their own. The corpus is the one job's."""
+def test_the_command_line_runs_the_pool(tmp_path):
+    """`python -m bookft.cli ingest BIG.pdf` (a book big enough to be split): the pool's workers run
+    bookft/cli.py again (as __mp_main__) and must not start a command of their own. The corpus is the
+    one job's."""
     import json
     import subprocess
     import sys
 
     (tmp_path / "big.pdf").write_bytes(book_pdf("A Big Book", "Me", _paras(7, 1400), lines_per_page=40))
-    assert (tmp_path / "big.pdf").stat().st_size >= 100 * 512  # may_use_pool's threshold at the default
     r = subprocess.run([sys.executable, "-m", "bookft.cli", "ingest", str(tmp_path / "big.pdf"), "-o",
                         str(tmp_path / "cli"), "--set", "tokenizer.vocab_size=400", "--set", "packing.seq_len=256",
                         "--set", "extract.pdf_pages_per_job=40", "--workers", "2"],

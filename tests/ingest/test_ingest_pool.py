@@ -1,7 +1,6 @@
-"""The extraction pool (bookft/ingest/engine/pool.py) and the light command-line entry point (issue 18): the
-feeder keeps the pool busy while the building process runs a task of its own; the forkserver starts
-from the raw arguments of `bookft ingest`; importing bookft.cli (what each worker does again) imports
-no typer."""
+"""The extraction pool (bookft/ingest/engine/pool.py) and the light command-line entry point: the feeder
+keeps the pool busy while the building process runs a task of its own; a task's error reaches the
+consumer; importing bookft.cli (what each worker does again) imports no typer."""
 
 import os
 import subprocess
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bookft.ingest.engine.pool import argv_may_use_pool, pool_map, prestart
+from bookft.ingest.engine.pool import pool_map
 
 
 def _task(marks: str, i: int, local_wait: int) -> tuple[int, int]:
@@ -31,7 +30,6 @@ def test_the_pool_takes_new_tasks_while_this_process_runs_its_own(tmp_path):
     """Eight pool tasks and one local one that only ends once six pool tasks have finished: it ends (the
     feeder submits as tasks finish, not only when this process comes back for results), on_start runs
     once, and every task is yielded once."""
-    prestart()
     n = 8
     args = [(str(tmp_path), i, 0) for i in range(n)] + [(str(tmp_path), n, 6)]
     started = []
@@ -52,20 +50,6 @@ def test_a_task_error_is_raised_by_the_consumer():
         list(pool_map(_fail, [(i,) for i in range(5)], 2))
     started = []
     assert dict(pool_map(_fail, [(0,)], 2, on_start=lambda: started.append(1))) == {0: 0} and started == [1]
-
-
-def test_the_command_line_guesses_from_raw_arguments(tmp_path):
-    """The guess bookft/cli.py makes before typer imports: positional sources are words that follow no
-    value-taking option."""
-    big, small = tmp_path / "big.pdf", tmp_path / "small.pdf"
-    big.write_bytes(b"%PDF-" + bytes(300 * 512))
-    small.write_bytes(b"%PDF-" + bytes(1000))
-    assert argv_may_use_pool([str(big), "-o", str(tmp_path / "out"), "--tokenizer", str(tmp_path)])
-    assert argv_may_use_pool(["--no-secret-scan", str(big)]) and argv_may_use_pool(["--", str(big)])
-    assert not argv_may_use_pool(["--tokenizer", str(big), str(small)])  # an option's value is no source
-    assert not argv_may_use_pool([str(big), "--workers", "0"]) and not argv_may_use_pool([str(big), "--workers=0"])
-    assert not argv_may_use_pool([str(big), "--engine", "ray"]) and not argv_may_use_pool([str(big), "--workers", "x"])
-    assert not argv_may_use_pool(["--out", str(tmp_path)]) and not argv_may_use_pool([])
 
 
 def test_the_entry_point_module_is_light():
