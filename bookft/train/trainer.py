@@ -27,6 +27,7 @@ Design choices:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import signal
@@ -124,7 +125,8 @@ class Trainer:
 
         self.pin = corpus_pin.choose(self.run_dir, cfg.data.corpus, corpus_version)
         self.corpus = open_corpus(self.pin.version_dir)
-        check_agreement(run_facts(cfg, self.corpus), what="the run config and corpus version")
+        asked = cfg if steps is None else dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=steps))
+        check_agreement(run_facts(asked, self.corpus), what="the run config and corpus version")  # --steps too
         vocab = self.corpus.vocab_size
         if vocab > cfg.model.vocab_size:
             raise TrainError(f"{self.corpus.path}: the corpus tokenizer has {vocab} tokens but the model's "
