@@ -49,7 +49,8 @@ def test_quickstart_with_a_model_reports_base_and_tuned(model_dir, tmp_path, mon
     small = tune_flow.SIZES["small"]
     monkeypatch.setitem(tune_flow.SIZES, "small", tune_flow.dataclasses.replace(
         small, lengths=(512,), ppl_lengths=(512,), depths=(50.0,), steps=2, ppl_chars=8000,
-        short_docs=3, short_chars=400, short_tokens=160, workers=0))
+        short_docs=3, short_chars=400, short_tokens=160, workers=0, example_lengths=(256, 512),
+        length_shares=(0.5, 0.5), kind_shares=(0.25, 0.25, 0.5)))
     from typer.testing import CliRunner
 
     from bookft.cli import app
@@ -74,6 +75,7 @@ def test_quickstart_with_a_model_reports_base_and_tuned(model_dir, tmp_path, mon
     assert s["short"] and all("loss_delta" in v for v in s["short"].values())
     per_kind = s["corpus"]["retrieval"]["per_kind"]
     assert set(per_kind) == {"multikey", "multivalue", "vartrack"} and all(n > 0 for n in per_kind.values())
+    assert set(s["corpus"]["retrieval"]["per_length"]) == {"256", "512"}  # example_lengths, not the eval's
     assert list((out / "corpus").rglob("retrieval.json"))  # the version's synthesized examples
     assert (out / "tuned-model" / "config.json").is_file() and s["train"]["steps"] == 2
     assert set(s["times"]) >= {"ingest_s", "eval_base_s", "train_s", "export_s", "eval_tuned_s", "total_s"}
