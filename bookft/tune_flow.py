@@ -226,7 +226,7 @@ def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], 
                "progress": progress}
     key_settings = {k: v for k, v in dataclasses.asdict(s).items()
                     if k in ("lengths", "depths", "seeds", "tasks", "ppl_chars")}
-    key = ev.cache_key(model_dir, key_settings, config, list(s.overrides), list(heldout)) if base_cache else None
+    key = ev.cache_key(model_dir, key_settings, cfg, list(heldout)) if base_cache else None
     console.rule("[bold]2/5 eval: the base model")
     base = _timed(times, "eval_base_s", ev.grids, model_dir, s, out / "eval-base",
                   cache=Path(base_cache) if base_cache else None, key=key, **grid_kw)

@@ -6,17 +6,19 @@ Design choices:
   preset as --config, so base and tuned are loaded with the same model knobs and attention, scored by
   generation (RULER's string match) in the tokenizer's chat template when it has one, on haystacks
   cut from the held-out corpus.
-- The base grids are cached under `base_cache/<key>/`, the key a hash of the model folder's files
-  (config, tokenizer, weights' size and first and last MiB), the grid settings, the preset's text,
-  the overrides that change how a model is scored, and the held-out texts: a second run of the flow
-  on the same model and settings (a benchmark's seeds) reuses them. Each run copies them into its
-  own folder, so its reports stand alone.
+- The base grids are cached as `base_cache/<key>/<task>/results.json`, the key a hash of the model
+  folder's files (config, tokenizer, weights' size and first and last MiB), the grid settings, the
+  run config as it is scored (every section but train, data and checkpoint: another recipe keeps the
+  cache) and the held-out texts: a second run of the flow on the same model and settings (a
+  benchmark's seeds, a new recipe) reuses them. Each run draws its own heatmap and page from the
+  cached figures, so its reports stand alone; the cache is a few KB per task.
 - report.html links one compare page per task (bookft.eval.report.compare_reports) and carries the
   per-length, per-depth table, the perplexity and the short-context figures.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import shutil
@@ -28,7 +30,7 @@ from rich.table import Table
 
 from bookft.htmlpage import page, table
 
-RUN_KEYS_NOT_SCORED = ("data.", "train.", "checkpoint.", "name=", "model.hf_path=")  # outside the key
+UNSCORED_SECTIONS = ("name", "train", "data", "checkpoint")  # run-config sections outside the key
 
 
 def model_fingerprint(model_dir: Path) -> str:
@@ -46,11 +48,18 @@ def model_fingerprint(model_dir: Path) -> str:
     return h.hexdigest()
 
 
-def cache_key(model_dir: Path, settings: dict, config: Path, overrides: list[str], heldout: list[Path]) -> str:
+def scored_config(cfg) -> dict:
+    """The run config as a grid sees it: every section but the training run's, and no model path (the
+    model's files are hashed instead), so a change of recipe keeps the base grids."""
+    d = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in UNSCORED_SECTIONS}
+    d["model"] = {k: v for k, v in d["model"].items() if k != "hf_path"}
+    return d
+
+
+def cache_key(model_dir: Path, settings: dict, cfg, heldout: list[Path]) -> str:
     h = hashlib.sha256(model_fingerprint(model_dir).encode())
     h.update(json.dumps(settings, sort_keys=True).encode())
-    h.update(config.read_bytes())
-    h.update(json.dumps([o for o in overrides if not o.startswith(RUN_KEYS_NOT_SCORED)]).encode())
+    h.update(json.dumps(scored_config(cfg), sort_keys=True, default=str).encode())
     for p in heldout:
         h.update(hashlib.sha256(p.read_bytes()).digest())
     return h.hexdigest()[:16]
@@ -71,7 +80,7 @@ def run_grid(model_dir: Path, task: str, s, *, config: Path, overrides: list[str
 def grids(model_dir: Path, s, out_root: Path, *, cache: Path | None, key: str | None, **kw) -> dict[str, dict]:
     """{task: results} of every eval task, in out_root/<task>; with `cache`, base grids are reused
     from (or stored in) cache/<key>/<task>."""
-    from bookft.eval.report import load_results
+    from bookft.eval.report import load_results, write_report
 
     res: dict[str, dict] = {}
     for task in s.tasks:
@@ -81,14 +90,13 @@ def grids(model_dir: Path, s, out_root: Path, *, cache: Path | None, key: str | 
             kw["console"].print(f"[green]base {task}[/]: cached in {hit}")
             if dest.exists():
                 shutil.rmtree(dest)
-            shutil.copytree(hit, dest)
-            res[task] = load_results(dest)
+            res[task] = load_results(hit)
+            write_report(res[task], dest)  # the run's own heatmap and page, from the cached figures
             continue
         res[task] = run_grid(model_dir, task, s, out=dest, **kw)
         if hit is not None:
-            if hit.exists():
-                shutil.rmtree(hit)
-            shutil.copytree(dest, hit)
+            hit.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(dest / "results.json", hit / "results.json")
     return res
 
 

@@ -91,7 +91,15 @@ def test_base_grids_come_from_the_cache_the_second_time(tmp_path, monkeypatch):
 
     def fake_grid(model_dir, task, s, *, out, **kw):
         calls.append(task)
-        res = {"kind": "bookft-eval", "cells": [], "task": task}
+        per_seed = [{"seed": 0, "actual_length": 510, "actual_depth": 50.0, "answer": "1", "generate": 0.5,
+                     "output": " 1"}]
+        cell = {"length": 512, "depth": 50.0, "actual_depth": 50.0, "actual_depths": [50.0],
+                "actual_lengths": [510], "seeds": [0], "scores": {"generate": 0.5}, "per_seed": per_seed}
+        res = {"version": 1, "kind": "bookft-eval", "task": task, "settings": {"task": task}, "tokenizer": {},
+               "lengths": [512],
+               "depths": [50.0], "cells": [cell],
+               "summary": {"score": "generate", "threshold": 0.85, "mean": 0.5, "per_length": {"512": 0.5},
+                           "per_depth": {"50.0": 0.5}, "effective_length": None}}
         out.mkdir(parents=True)
         (out / "results.json").write_text(json.dumps(res))
         return res
@@ -102,4 +110,23 @@ def test_base_grids_come_from_the_cache_the_second_time(tmp_path, monkeypatch):
     first = ev.grids(tmp_path / "m", s, tmp_path / "a", **kw)
     second = ev.grids(tmp_path / "m", s, tmp_path / "b", **kw)
     assert calls == ["niah", "vartrack"] and first == second
-    assert (tmp_path / "b" / "vartrack" / "results.json").is_file()
+    assert sorted(p.name for p in (tmp_path / "cache" / "k" / "vartrack").iterdir()) == ["results.json"]
+    assert {"results.json", "heatmap.png", "report.html"} <= {p.name for p in (tmp_path / "b" / "vartrack").iterdir()}
+
+
+def test_the_base_cache_key_ignores_the_recipe_not_the_scoring(tmp_path):
+    from bookft import tune_flow_evals as ev
+    from bookft.train.config import load_run_config
+
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    held = tmp_path / "held.txt"
+    held.write_text("a held-out book")
+    key = lambda *o: ev.cache_key(model, {"lengths": [512]}, load_run_config(None, list(o)), [held])
+    first = key()
+    assert first == key("train.optimizer.lr=0.5", "train.steps=3", "data.seq_len=64", "checkpoint.every=1")
+    assert key() != key("eval.max_new_tokens=3")
+    assert key() != key("attention.block_q=64")
+    held.write_text("another held-out book")
+    assert key() != first
