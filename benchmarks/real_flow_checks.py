@@ -1,0 +1,157 @@
+"""Benchmark: the independent checks of a finished real-model flow (benchmarks/real_flow.py's OUT).
+
+The flow judges the tuned model on held-out books. These checks judge it on text that no part of the
+flow touched:
+- the RULER grids (generation scoring, the flow's lengths, depths and seeds) on the eval's generated
+  essay as the haystack, for the trained tasks (multikey and vartrack by default). The base model's
+  grids are cached under --cache (committed, keyed like the flow's base grids), so each seed only
+  runs the tuned ones;
+- `eval short` on passages of the reserved books (Shakespeare's plays and the King James Bible,
+  which benchmarks/books.py keeps out of every corpus): three passages per book, from 20%, 50% and
+  80% of the way in;
+- `eval ppl` at the flow's window lengths on a stretch of each reserved book from 20% of the way in
+  (the first --ppl-chars characters after it).
+
+Writes benchmarks/results/real_flow_checks_seed{N}.json and prints the tables.
+
+    python benchmarks/real_flow_checks.py [--seed 0] [--run runs/real-flow-full-seed0]
+        [--tasks multikey,vartrack] [--cache benchmarks/results/real_flow_base_essay]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from real_flow import machine  # noqa: E402
+
+PASSAGE_AT = (0.2, 0.5, 0.8)
+
+
+def _cut_at_line(text: str, frac: float, n: int) -> str:
+    start = text.find("\n", int(len(text) * frac)) + 1
+    return text[start:start + n]
+
+
+def reserved_texts(books: Path, out: Path, *, passage_chars: int, ppl_chars: int) -> tuple[list[Path], list[Path]]:
+    """OUT/reserved-short/*.txt (passages) and OUT/reserved-ppl/*.txt (one stretch per book)."""
+    paths = sorted(books.glob("*.txt"))
+    if not paths:
+        raise SystemExit(f"{books}: no reserved books (*.txt); run benchmarks/books.py's ensure_books first")
+    short_dir, ppl_dir = out / "reserved-short", out / "reserved-ppl"
+    for d in (short_dir, ppl_dir):
+        shutil.rmtree(d, ignore_errors=True)
+        d.mkdir(parents=True)
+    short, ppl = [], []
+    for p in paths:
+        text = p.read_text(encoding="utf-8", errors="replace")
+        for i, frac in enumerate(PASSAGE_AT):
+            short.append(short_dir / f"{p.stem}-{i}.txt")
+            short[-1].write_text(_cut_at_line(text, frac, passage_chars), encoding="utf-8")
+        ppl.append(ppl_dir / f"{p.stem}.txt")
+        ppl[-1].write_text(_cut_at_line(text, PASSAGE_AT[0], ppl_chars), encoding="utf-8")
+    return short, ppl
+
+
+def essay_grids(model: Path, tuned: Path, tasks: list[str], s: dict, *, config: Path, overrides: list[str],
+                cache: Path, out: Path, console) -> dict:
+    """{task: {length: {depth: {base, tuned}}, mean}} on the essay haystack; base grids from `cache`."""
+    from bookft import tune_flow_evals as ev
+    from bookft.eval.entry import evaluate
+    from bookft.eval.report import load_results, write_report
+    from bookft.train.config import load_run_config
+
+    grid = {k: s[k] for k in ("lengths", "depths", "seeds")}
+    key = ev.cache_key(model, {**grid, "haystack": "essay"}, load_run_config(config, overrides), [])
+    flags = {**grid, "haystack": "essay", "scoring": ["generate"]}
+    base, tuned_res = {}, {}
+    for task in tasks:
+        hit, dest = cache / key / task, out / "essay-base" / task
+        if (hit / "results.json").is_file():
+            console.print(f"[green]base {task} (essay)[/]: cached in {hit}")
+            base[task] = load_results(hit)
+            write_report(base[task], dest)
+        else:
+            base[task] = evaluate(checkpoint=None, model_dir=str(model), tokenizer=None, config=str(config),
+                                  overrides=overrides, flags={**flags, "task": task}, out=dest, console=console,
+                                  progress=False)
+            hit.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(dest / "results.json", hit / "results.json")
+        tuned_res[task] = evaluate(checkpoint=None, model_dir=str(tuned), tokenizer=None, config=str(config),
+                                   overrides=overrides, flags={**flags, "task": task},
+                                   out=out / "essay-tuned" / task, console=console, progress=False)
+    return {"cache_key": key, **ev.task_figures(base, tuned_res)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--run", type=Path, default=None, help="the flow's OUT (default runs/real-flow-full-seed{N})")
+    ap.add_argument("--model", type=Path, default=ROOT / "models/smollm2-135m")
+    ap.add_argument("--books", type=Path, default=ROOT / "data/books/reserved")
+    ap.add_argument("--config", type=Path, default=ROOT / "configs/smollm2-135m-books.yaml")
+    ap.add_argument("--tasks", default="multikey,vartrack")
+    ap.add_argument("--cache", type=Path, default=ROOT / "benchmarks/results/real_flow_base_essay")
+    ap.add_argument("--passage-chars", type=int, default=1_500)
+    ap.add_argument("--ppl-chars", type=int, default=40_000)
+    ap.add_argument("--json", type=Path, default=None, help="default benchmarks/results/real_flow_checks_seed{N}.json")
+    a = ap.parse_args()
+    from rich.console import Console
+
+    from bookft import tune_flow_evals as ev
+    from bookft.eval.ppl_entry import evaluate_ppl
+    from bookft.eval.short_entry import evaluate_short
+
+    console = Console()
+    run = (a.run or ROOT / f"runs/real-flow-full-seed{a.seed}").resolve()
+    summary_path = run / "summary.json"
+    if not summary_path.is_file():
+        raise SystemExit(f"{summary_path}: missing; run benchmarks/real_flow.py --seed {a.seed} first")
+    s = json.loads(summary_path.read_text())["settings"]
+    tuned, out = run / "tuned-model", run / "checks"
+    overrides = [f"model.hf_path={a.model.resolve()}", f"data.seq_len={max(s['lengths'])}", *s["overrides"]]
+    short_files, ppl_files = reserved_texts(a.books, out, passage_chars=a.passage_chars, ppl_chars=a.ppl_chars)
+    load_before, times, t0 = machine(), {}, time.perf_counter()
+    tasks = [t for t in a.tasks.split(",") if t]
+    grids = essay_grids(a.model.resolve(), tuned, tasks, s, config=a.config, overrides=overrides, cache=a.cache,
+                        out=out, console=console)
+    times["essay_grids_s"] = round(time.perf_counter() - t0, 1)
+    t1 = time.perf_counter()
+    short = evaluate_short(checkpoint=None, model_dir=str(tuned), base=str(a.model.resolve()), tokenizer=None,
+                           corpus=str(run / "heldout-corpus"), texts=[str(p) for p in short_files],
+                           max_tokens=s["short_tokens"], out=out / "short", console=console)
+    times["short_s"] = round(time.perf_counter() - t1, 1)
+    t2 = time.perf_counter()
+    ppl = evaluate_ppl(models=[str(a.model.resolve()), str(tuned)], checkpoints=[], names=["base", "tuned"],
+                       texts=[str(p) for p in ppl_files], corpus=None, lengths=list(s["ppl_lengths"]), stride=None,
+                       out=out / "ppl", config=str(a.config), overrides=overrides, console=console, progress=False)
+    times["ppl_s"] = round(time.perf_counter() - t2, 1)
+    short_figs = ev.short_figures(short)
+    record = {"benchmark": "real_flow_checks", "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+              "seed": a.seed, "run": str(run), "machine": {"before": load_before, "after": machine()},
+              "essay_grids": grids,
+              "reserved_short": {"passages": [p.name for p in short_files], "tokens_per_passage": s["short_tokens"],
+                                 **short_figs["generic"]},
+              "reserved_ppl": {"texts": [p.name for p in ppl_files], "chars": a.ppl_chars,
+                               "ppl": ev.ppl_figures(ppl)},
+              "times": times}
+    console.print(ev.figures_table({k: v for k, v in grids.items() if k != "cache_key"}))
+    r = record["reserved_short"]
+    console.print(f"reserved passages, eval short: {r['base_loss']:.4f} -> {r['tuned_loss']:.4f} "
+                  f"({r['loss_delta']:+.4f} nats/token)")
+    for n, v in record["reserved_ppl"]["ppl"].items():
+        console.print(f"reserved ppl at {n}: {v['base']:.3f} -> {v['tuned']:.3f}")
+    path = a.json or ROOT / f"benchmarks/results/real_flow_checks_seed{a.seed}.json"
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"wall {time.perf_counter() - t0:.0f} s; wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
