@@ -7,7 +7,7 @@ flow touched:
   grids are cached under --cache (committed, keyed like the flow's base grids), so each seed only
   runs the tuned ones;
 - `eval short` on passages of the reserved books (Shakespeare's plays and the King James Bible,
-  which benchmarks/books.py keeps out of every corpus): three passages per book, from 20%, 50% and
+  which benchmarks/books.py keeps out of every corpus): three passages per book, at 20%, 50% and
   80% of the way in;
 - `eval ppl` at the flow's window lengths on a stretch of each reserved book from 20% of the way in
   (the first --ppl-chars characters after it).
@@ -35,13 +35,10 @@ from real_flow import machine  # noqa: E402
 PASSAGE_AT = (0.2, 0.5, 0.8)
 
 
-def _cut_at_line(text: str, frac: float, n: int) -> str:
-    start = text.find("\n", int(len(text) * frac)) + 1
-    return text[start:start + n]
-
-
 def reserved_texts(books: Path, out: Path, *, passage_chars: int, ppl_chars: int) -> tuple[list[Path], list[Path]]:
     """OUT/reserved-short/*.txt (passages) and OUT/reserved-ppl/*.txt (one stretch per book)."""
+    from bookft.tune_flow import cut_text, read_text
+
     paths = sorted(books.glob("*.txt"))
     if not paths:
         raise SystemExit(f"{books}: no reserved books (*.txt); run benchmarks/books.py's ensure_books first")
@@ -51,42 +48,28 @@ def reserved_texts(books: Path, out: Path, *, passage_chars: int, ppl_chars: int
         d.mkdir(parents=True)
     short, ppl = [], []
     for p in paths:
-        text = p.read_text(encoding="utf-8", errors="replace")
+        text = read_text(p)
         for i, frac in enumerate(PASSAGE_AT):
             short.append(short_dir / f"{p.stem}-{i}.txt")
-            short[-1].write_text(_cut_at_line(text, frac, passage_chars), encoding="utf-8")
+            short[-1].write_text(cut_text(text, int(len(text) * frac), passage_chars), encoding="utf-8")
         ppl.append(ppl_dir / f"{p.stem}.txt")
-        ppl[-1].write_text(_cut_at_line(text, PASSAGE_AT[0], ppl_chars), encoding="utf-8")
+        ppl[-1].write_text(cut_text(text, int(len(text) * PASSAGE_AT[0]), ppl_chars), encoding="utf-8")
     return short, ppl
 
 
 def essay_grids(model: Path, tuned: Path, tasks: list[str], s: dict, *, config: Path, overrides: list[str],
                 cache: Path, out: Path, console) -> dict:
-    """{task: {length: {depth: {base, tuned}}, mean}} on the essay haystack; base grids from `cache`."""
+    """{cache_key, task: {per_length, mean}} on the essay haystack; base grids from `cache`."""
     from bookft import tune_flow_evals as ev
-    from bookft.eval.entry import evaluate
-    from bookft.eval.report import load_results, write_report
     from bookft.train.config import load_run_config
+    from bookft.tune_flow import settings_for
 
     grid = {k: s[k] for k in ("lengths", "depths", "seeds")}
+    settings = settings_for("full", {**{k: tuple(v) for k, v in grid.items()}, "tasks": tuple(tasks)})
     key = ev.cache_key(model, {**grid, "haystack": "essay"}, load_run_config(config, overrides), [])
-    flags = {**grid, "haystack": "essay", "scoring": ["generate"]}
-    base, tuned_res = {}, {}
-    for task in tasks:
-        hit, dest = cache / key / task, out / "essay-base" / task
-        if (hit / "results.json").is_file():
-            console.print(f"[green]base {task} (essay)[/]: cached in {hit}")
-            base[task] = load_results(hit)
-            write_report(base[task], dest)
-        else:
-            base[task] = evaluate(checkpoint=None, model_dir=str(model), tokenizer=None, config=str(config),
-                                  overrides=overrides, flags={**flags, "task": task}, out=dest, console=console,
-                                  progress=False)
-            hit.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(dest / "results.json", hit / "results.json")
-        tuned_res[task] = evaluate(checkpoint=None, model_dir=str(tuned), tokenizer=None, config=str(config),
-                                   overrides=overrides, flags={**flags, "task": task},
-                                   out=out / "essay-tuned" / task, console=console, progress=False)
+    kw = {"config": config, "overrides": overrides, "haystack": "essay", "console": console, "progress": False}
+    base = ev.grids(model, settings, out / "essay-base", cache=cache, key=key, **kw)
+    tuned_res = ev.grids(tuned, settings, out / "essay-tuned", cache=None, key=None, **kw)
     return {"cache_key": key, **ev.task_figures(base, tuned_res)}
 
 
@@ -142,7 +125,7 @@ def main() -> None:
               "reserved_ppl": {"texts": [p.name for p in ppl_files], "chars": a.ppl_chars,
                                "ppl": ev.ppl_figures(ppl)},
               "times": times}
-    console.print(ev.figures_table({k: v for k, v in grids.items() if k != "cache_key"}))
+    console.print(ev.figures_table({k: v for k, v in grids.items() if k != "cache_key"}, "the essay"))
     r = record["reserved_short"]
     console.print(f"reserved passages, eval short: {r['base_loss']:.4f} -> {r['tuned_loss']:.4f} "
                   f"({r['loss_delta']:+.4f} nats/token)")

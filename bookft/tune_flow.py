@@ -88,7 +88,7 @@ def settings_for(size: str, changes: dict | None = None) -> FlowSettings:
     return dataclasses.replace(SIZES[size], **(changes or {}))
 
 
-def _cut(text: str, start: int, n: int) -> str:
+def cut_text(text: str, start: int, n: int) -> str:
     """About n characters of text from `start`, ended at a space."""
     piece = text[start:start + n]
     return piece.rsplit(" ", 1)[0] if len(piece) == n and " " in piece else piece
@@ -111,7 +111,7 @@ def prepare_texts(docs: list[Path], heldout: list[Path], out: Path, s: FlowSetti
         cut = []
         for i, p in enumerate(docs):
             if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES:
-                p, text = out / "docs" / f"{i:02d}-{p.stem}.txt", _cut(read_text(p), 0, s.doc_chars)
+                p, text = out / "docs" / f"{i:02d}-{p.stem}.txt", cut_text(read_text(p), 0, s.doc_chars)
                 p.write_text(text, encoding="utf-8")
             cut.append(p)
         docs = cut
@@ -119,12 +119,12 @@ def prepare_texts(docs: list[Path], heldout: list[Path], out: Path, s: FlowSetti
     ppl = []
     for i, (p, t) in enumerate(zip(heldout, texts, strict=True)):
         ppl.append(out / "ppl-text" / f"{i:02d}-{p.stem}.txt")
-        ppl[-1].write_text(_cut(t, 0, s.ppl_chars), encoding="utf-8")
+        ppl[-1].write_text(cut_text(t, 0, s.ppl_chars), encoding="utf-8")
     short = 0
     for i in range(s.short_docs):
         t = texts[i % len(texts)]
         start = s.ppl_chars + (i // len(texts)) * s.short_chars
-        piece = _cut(t, start, s.short_chars) if start < len(t) else ""
+        piece = cut_text(t, start, s.short_chars) if start < len(t) else ""
         if piece.strip():
             (out / "short-text" / f"passage-{i:02d}.txt").write_text(piece, encoding="utf-8")
             short += 1

@@ -65,13 +65,16 @@ def cache_key(model_dir: Path, settings: dict, cfg, heldout: list[Path]) -> str:
     return h.hexdigest()[:16]
 
 
-def run_grid(model_dir: Path, task: str, s, *, config: Path, overrides: list[str], haystack: Path, out: Path,
-             console: Console, progress: bool) -> dict:
-    """One task's grid (lengths x depths x seeds, generation scoring, the held-out haystack)."""
+def run_grid(model_dir: Path, task: str, s, *, config: Path, overrides: list[str], haystack: Path | str,
+             out: Path, console: Console, progress: bool) -> dict:
+    """One task's grid (lengths x depths x seeds, generation scoring); `haystack` is a corpus directory
+    (the held-out books) or the name of a built-in haystack ("essay")."""
     from bookft.eval.entry import evaluate
 
+    source = ({"haystack": "corpus", "corpus": str(haystack)} if isinstance(haystack, Path)
+              else {"haystack": haystack})
     flags = {"task": task, "lengths": list(s.lengths), "depths": list(s.depths), "seeds": list(s.seeds),
-             "haystack": "corpus", "corpus": str(haystack), "scoring": ["generate"]}
+             **source, "scoring": ["generate"]}
     console.rule(f"[bold]eval {task}: {model_dir}")
     return evaluate(checkpoint=None, model_dir=str(model_dir), tokenizer=None, config=str(config),
                     overrides=list(overrides), flags=flags, out=out, console=console, progress=progress)
@@ -153,9 +156,9 @@ def short_figures(res: dict) -> dict[str, dict[str, float]]:
             for name, s in res["sets"].items()}
 
 
-def figures_table(figs: dict[str, Any]) -> Table:
+def figures_table(figs: dict[str, Any], haystack: str = "held-out haystacks") -> Table:
     """The base -> tuned table: a row per task and length, a column per depth."""
-    t = Table(title="RULER tasks, generation scoring: base→tuned (held-out haystacks)")
+    t = Table(title=f"RULER tasks, generation scoring: base→tuned ({haystack})")
     depths = sorted({d for f in figs.values() for ds in f["per_length"].values() for d in ds}, key=float)
     for col in ["task", "length", *[f"depth {d}%" for d in depths], "mean"]:
         t.add_column(col, justify="left" if col == "task" else "right")
