@@ -56,6 +56,7 @@ class FlowSettings:
     train_kinds: tuple[str, ...] = ("multikey", "multivalue", "vartrack")
     kind_shares: tuple[float, ...] = ()  # relative share of examples per train kind; () = equal
     rate: float = 0.5  # share of the training sequences that are synthesized examples
+    task_distractors: int = 3  # keyed distractors per multikey training example (the eval's grid has 3)
     # example lengths (each dividing the longest eval length; () = the eval lengths) and the share of
     # synthesized sequences per length: a sequence of 4,096 tokens holds four examples of 1,024
     example_lengths: tuple[int, ...] = ()
@@ -72,7 +73,8 @@ class FlowSettings:
 
 SIZES = {
     "full": FlowSettings(size="full", lengths=(2048, 4096), seeds=(0, 1, 2, 3, 4), ppl_lengths=(1024, 2048, 4096),
-                         rate=0.67, kind_shares=(0.35, 0.15, 0.5), example_lengths=(1024, 2048, 4096),
+                         rate=0.67, kind_shares=(0.35, 0.15, 0.5), task_distractors=7,
+                         example_lengths=(1024, 2048, 4096),
                          length_shares=(0.2, 0.3, 0.5)),
     "small": FlowSettings(size="small", lengths=(256, 512), seeds=(0,), ppl_lengths=(256, 512), ppl_chars=6_000,
                           short_docs=6, short_chars=1_000, short_tokens=256, doc_chars=120_000, steps=8,
@@ -156,7 +158,7 @@ def ingest(model_dir: Path, texts: dict, heldout: list[Path], out: Path, s: Flow
                     "packing": {"seq_len": max(s.lengths)}, "sources": [{"path": str(p)} for p in texts["docs"]],
                     "retrieval": {"rate": s.rate, "lengths": list(s.example_lengths or s.lengths),
                                   "length_shares": list(s.length_shares), "kinds": list(s.train_kinds),
-                                  "kind_shares": list(s.kind_shares),
+                                  "kind_shares": list(s.kind_shares), "task_distractors": s.task_distractors,
                                   "chat_template": None, "context_weight": 0.0, "answer_weight": 1.0,
                                   "corpus_weight": 1.0, "seed": seed}}, console, progress)
     sources = [{"path": str(p)} for p in heldout] + [{"path": str(out / "short-text"), "name": "short"}]

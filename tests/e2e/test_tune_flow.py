@@ -50,7 +50,7 @@ def test_quickstart_with_a_model_reports_base_and_tuned(model_dir, tmp_path, mon
     monkeypatch.setitem(tune_flow.SIZES, "small", tune_flow.dataclasses.replace(
         small, lengths=(512,), ppl_lengths=(512,), depths=(50.0,), steps=2, ppl_chars=8000,
         short_docs=3, short_chars=400, short_tokens=160, workers=0, example_lengths=(256, 512),
-        length_shares=(0.5, 0.5), kind_shares=(0.25, 0.25, 0.5)))
+        length_shares=(0.5, 0.5), kind_shares=(0.25, 0.25, 0.5), task_distractors=5))
     from typer.testing import CliRunner
 
     from bookft.cli import app
@@ -76,7 +76,8 @@ def test_quickstart_with_a_model_reports_base_and_tuned(model_dir, tmp_path, mon
     per_kind = s["corpus"]["retrieval"]["per_kind"]
     assert set(per_kind) == {"multikey", "multivalue", "vartrack"} and all(n > 0 for n in per_kind.values())
     assert set(s["corpus"]["retrieval"]["per_length"]) == {"256", "512"}  # example_lengths, not the eval's
-    assert list((out / "corpus").rglob("retrieval.json"))  # the version's synthesized examples
+    made = list((out / "corpus").rglob("retrieval.json"))  # the version's synthesized examples
+    assert made and json.loads(made[0].read_text())["settings"]["task_distractors"] == 5
     assert (out / "tuned-model" / "config.json").is_file() and s["train"]["steps"] == 2
     assert set(s["times"]) >= {"ingest_s", "eval_base_s", "train_s", "export_s", "eval_tuned_s", "total_s"}
 
