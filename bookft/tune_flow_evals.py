@@ -49,10 +49,11 @@ def model_fingerprint(model_dir: Path) -> str:
 
 
 def scored_config(cfg) -> dict:
-    """The run config as a grid sees it: every section but the training run's, and no model path (the
-    model's files are hashed instead), so a change of recipe keeps the base grids."""
+    """The run config as a grid sees it: every section but the training run's, no model path (the
+    model's files are hashed instead) and no LoRA adapter (zero until trained, so the base model's
+    outputs do not depend on it): a change of recipe keeps the base grids."""
     d = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in UNSCORED_SECTIONS}
-    d["model"] = {k: v for k, v in d["model"].items() if k != "hf_path"}
+    d["model"] = {k: v for k, v in d["model"].items() if k not in ("hf_path", "lora")}
     return d
 
 

@@ -127,6 +127,7 @@ def test_the_base_cache_key_ignores_the_recipe_not_the_scoring(tmp_path):
     key = lambda *o: ev.cache_key(model, {"lengths": [512]}, load_run_config(None, list(o)), [held])
     first = key()
     assert first == key("train.optimizer.lr=0.5", "train.steps=3", "data.seq_len=64", "checkpoint.every=1")
+    assert first == key("model.lora.rank=4", "model.lora.targets=[q,v,gate]")
     assert key() != key("eval.max_new_tokens=3")
     assert key() != key("attention.block_q=64")
     held.write_text("another held-out book")
