@@ -33,10 +33,20 @@ from bookft.htmlpage import page, table
 UNSCORED_SECTIONS = ("name", "train", "data", "checkpoint")  # run-config sections outside the key
 
 
+WRITER_FIELDS = ("transformers_version",)  # config.json fields that name the writer, not the model
+
+
 def model_fingerprint(model_dir: Path) -> str:
-    """A hash of an HF folder's config, tokenizer and weights (size plus the first and last MiB)."""
+    """A hash of an HF folder's config (less WRITER_FIELDS, so the same model imported under another
+    transformers release keys the same cache), tokenizer and weights (size plus the first and last MiB)."""
     h = hashlib.sha256()
-    for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+    config = model_dir / "config.json"
+    if config.is_file():
+        fields = {k: v for k, v in json.loads(config.read_text()).items() if k not in WRITER_FIELDS}
+        h.update(json.dumps(fields, sort_keys=True).encode())
+    else:
+        h.update(b"-")
+    for name in ("tokenizer.json", "tokenizer_config.json"):
         p = model_dir / name
         h.update(p.read_bytes() if p.is_file() else b"-")
     for p in sorted(model_dir.glob("*.safetensors")):

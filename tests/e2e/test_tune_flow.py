@@ -130,5 +130,10 @@ def test_the_base_cache_key_ignores_the_recipe_not_the_scoring(tmp_path):
     assert first == key("model.lora.rank=4", "model.lora.targets=[q,v,gate]")
     assert key() != key("eval.max_new_tokens=3")
     assert key() != key("attention.block_q=64")
+    (model / "config.json").write_text('{"transformers_version": "9.9.9"}')  # the writer, not the model
+    assert key() == first
+    (model / "config.json").write_text('{"vocab_size": 7}')
+    assert key() != first
+    (model / "config.json").write_text("{}")
     held.write_text("another held-out book")
     assert key() != first
