@@ -12,7 +12,8 @@ flow touched:
 - `eval ppl` at the flow's window lengths on a stretch of each reserved book from 20% of the way in
   (the first --ppl-chars characters after it).
 
-Writes benchmarks/results/real_flow_checks_seed{N}.json and prints the tables.
+Writes benchmarks/results/real_flow_checks_seed{N}.json once the grids and short are done (ppl
+still null) and again with ppl, and prints the tables.
 
     python benchmarks/real_flow_checks.py [--seed 0] [--run runs/real-flow-full-seed0]
         [--tasks multikey,vartrack] [--cache benchmarks/results/real_flow_base_essay]
@@ -111,27 +112,28 @@ def main() -> None:
                            corpus=str(run / "heldout-corpus"), texts=[str(p) for p in short_files],
                            max_tokens=s["short_tokens"], out=out / "short", console=console)
     times["short_s"] = round(time.perf_counter() - t1, 1)
-    t2 = time.perf_counter()
-    ppl = evaluate_ppl(models=[str(a.model.resolve()), str(tuned)], checkpoints=[], names=["base", "tuned"],
-                       texts=[str(p) for p in ppl_files], corpus=None, lengths=list(s["ppl_lengths"]), stride=None,
-                       out=out / "ppl", config=str(a.config), overrides=overrides, console=console, progress=False)
-    times["ppl_s"] = round(time.perf_counter() - t2, 1)
     short_figs = ev.short_figures(short)
+    path = a.json or ROOT / f"benchmarks/results/real_flow_checks_seed{a.seed}.json"
     record = {"benchmark": "real_flow_checks", "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
               "seed": a.seed, "run": str(run), "machine": {"before": load_before, "after": machine()},
               "essay_grids": grids,
               "reserved_short": {"passages": [p.name for p in short_files], "tokens_per_passage": s["short_tokens"],
                                  **short_figs["generic"]},
-              "reserved_ppl": {"texts": [p.name for p in ppl_files], "chars": a.ppl_chars,
-                               "ppl": ev.ppl_figures(ppl)},
-              "times": times}
+              "reserved_ppl": None, "times": times}
     console.print(ev.figures_table({k: v for k, v in grids.items() if k != "cache_key"}, "the essay"))
     r = record["reserved_short"]
     console.print(f"reserved passages, eval short: {r['base_loss']:.4f} -> {r['tuned_loss']:.4f} "
                   f"({r['loss_delta']:+.4f} nats/token)")
+    path.write_text(json.dumps(record, indent=1) + "\n")  # the grids and short stand before ppl runs
+    t2 = time.perf_counter()
+    ppl = evaluate_ppl(models=[str(a.model.resolve()), str(tuned)], checkpoints=[], names=["base", "tuned"],
+                       texts=[str(p) for p in ppl_files], corpus=None, lengths=list(s["ppl_lengths"]), stride=None,
+                       out=out / "ppl", config=str(a.config), overrides=overrides, console=console, progress=False)
+    times["ppl_s"] = round(time.perf_counter() - t2, 1)
+    record["machine"]["after"] = machine()
+    record["reserved_ppl"] = {"texts": [p.name for p in ppl_files], "chars": a.ppl_chars, "ppl": ev.ppl_figures(ppl)}
     for n, v in record["reserved_ppl"]["ppl"].items():
         console.print(f"reserved ppl at {n}: {v['base']:.3f} -> {v['tuned']:.3f}")
-    path = a.json or ROOT / f"benchmarks/results/real_flow_checks_seed{a.seed}.json"
     path.write_text(json.dumps(record, indent=1) + "\n")
     print(f"wall {time.perf_counter() - t0:.0f} s; wrote {path}")
 
