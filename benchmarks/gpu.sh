@@ -33,11 +33,9 @@ SEEDS=${SEEDS:-0,1}
 DTYPE=${DTYPE:-bfloat16}     # compute dtype (parameters stay float32)
 PRESET=configs/smollm2-135m-cpu.yaml
 # one device (on a CPU: one of its devices), no context axis (ring over 1 = plain causal attention);
-# layers unrolled: with the layer scan this step's temporaries are 108 GiB at 32K, unrolled 30 GiB
-# (benchmarks/step_memory.py; benchmarks/results/step_memory_gpu_*.json)
+# the step's temporaries at 32K: 3.44 GiB (benchmarks/step_memory.py, step_memory_gpu_scan.json)
 RUN_SET=(--set "model.hf_path=$MODEL" --set "model.compute_dtype=$DTYPE" --set "parallel.cpu_devices=1"
-         --set "parallel.mesh.context=1" --set "attention.strategy=local" --set "model.scan_layers=false"
-         --set "data.seq_len=$SEQ_LEN")
+         --set "parallel.mesh.context=1" --set "attention.strategy=local" --set "data.seq_len=$SEQ_LEN")
 mkdir -p "$WORK" "$OUT"
 start=$(date +%s)
 log() { echo "[gpu.sh +$(( $(date +%s) - start ))s] $*"; }

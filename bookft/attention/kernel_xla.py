@@ -7,7 +7,11 @@ Design choices:
   may be a traced bool: one program serves both pair kinds (half the compile time). Strategies decide
   which pairs exist and merge pair results by log-sum-exp (bookft/attention/engine.py).
 - q arrives already scaled by 1/sqrt(D). Segment ids mask across documents.
-- Forward: online softmax over kv blocks (lax.scan), so memory is O(block_q * block_kv) scores.
+- Forward: online softmax over kv blocks, so memory is O(block_q * block_kv) scores. The kv loop
+  is a lax.while_loop, not a scan: JAX's partial evaluation of an enclosing layer scan (a scanned
+  model under grad) turns a scan's per-step values into stacked outputs, every block's scores and
+  masks (108 GiB of temporaries for SmolLM2 at 32K, benchmarks/step_memory.py), while a
+  while_loop stays whole. The forward is never differentiated (the strategies' custom_vjp).
   A block is skipped with lax.cond when the causal mask hides it or the [min, max] segment-id
   ranges of the q and kv blocks do not overlap (book-length packed documents: most blocks).
 - Backward takes the *global* o and lse (after merging all pairs) like FlashAttention-2:
@@ -37,6 +41,15 @@ def _scan(f, init, xs):
         return lax.scan(f, init, xs)
     carry, y = f(init, jax.tree_util.tree_map(lambda x: x[0], xs))
     return carry, jax.tree_util.tree_map(lambda x: x[None], y)
+
+
+def _loop(n: int, body, init):
+    """body(j, carry) -> carry for j in range(n): a while_loop (see the module docstring), inlined
+    when n is 1."""
+    if n == 1:
+        return body(jnp.int32(0), init)
+    _, carry = lax.while_loop(lambda s: s[0] < n, lambda s: (s[0] + 1, body(s[0], s[1])), (jnp.int32(0), init))
+    return carry
 
 
 def _blocks_q(x, n, b, hkv):  # [B, C, Hq, D] -> [n, B, b, Hkv, G, D]
@@ -89,8 +102,8 @@ def flash_fwd(q, k, v, qseg, kseg, *, causal: bool, block_q: int, block_kv: int,
     def q_block(xs):
         i, qi, qsi, qlo_i, qhi_i = xs
 
-        def kv_step(carry, ys):
-            j, kj, vj, ksj, klo_j, khi_j = ys
+        def kv_step(j, carry):
+            kj, vj, ksj, klo_j, khi_j = kb[j], vb[j], ksb[j], klo[j], khi[j]
 
             def compute(c):
                 m, den, acc = c
@@ -105,14 +118,14 @@ def flash_fwd(q, k, v, qseg, kseg, *, causal: bool, block_q: int, block_kv: int,
                 return m_new, den, acc * corr[..., None] + pv
 
             vis = _visible(i, j, bq, bk, qlo_i, qhi_i, klo_j, khi_j, causal, offset, window)
-            return lax.cond(vis, compute, lambda c: c, carry), None
+            return lax.cond(vis, compute, lambda c: c, carry)
 
         init = (
             jnp.full((B, Hkv, G, bq), NEG, F32),
             jnp.zeros((B, Hkv, G, bq), F32),
             jnp.zeros((B, Hkv, G, bq, D), F32),
         )
-        (m, den, acc), _ = _scan(kv_step, init, (jnp.arange(nk), kb, vb, ksb, klo, khi))
+        m, den, acc = _loop(nk, kv_step, init)
         lse = jnp.where(den > 0, m + jnp.log(jnp.where(den > 0, den, 1.0)), NEG)
         o = acc / jnp.where(den > 0, den, 1.0)[..., None]
         return o, lse
