@@ -31,8 +31,6 @@ from rich.table import Table
 from bookft.htmlpage import page, table
 
 UNSCORED_SECTIONS = ("name", "train", "data", "checkpoint")  # run-config sections outside the key
-
-
 WRITER_FIELDS = ("transformers_version",)  # config.json fields that name the writer, not the model
 
 

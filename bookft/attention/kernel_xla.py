@@ -10,8 +10,8 @@ Design choices:
 - Forward: online softmax over kv blocks, so memory is O(block_q * block_kv) scores. The kv loop
   is a lax.while_loop, not a scan: JAX's partial evaluation of an enclosing layer scan (a scanned
   model under grad) turns a scan's per-step values into stacked outputs, every block's scores and
-  masks (108 GiB of temporaries for SmolLM2 at 32K, benchmarks/step_memory.py), while a
-  while_loop stays whole. The forward is never differentiated (the strategies' custom_vjp).
+  masks, while a while_loop stays whole (tests/attention/test_attention_memory.py). The forward
+  is never differentiated (the strategies' custom_vjp).
   A block is skipped with lax.cond when the causal mask hides it or the [min, max] segment-id
   ranges of the q and kv blocks do not overlap (book-length packed documents: most blocks).
 - Backward takes the *global* o and lse (after merging all pairs) like FlashAttention-2:
