@@ -10,7 +10,11 @@ benchmarks/results/real_flow_seed{N}.json (settings, every figure, each phase's 
 machine) and prints the base -> tuned table.
 
     python benchmarks/real_flow.py [--seed 0] [--size full|small] [--cache benchmarks/results/real_flow_base]
-        [--out runs/real-flow] [--model models/smollm2-135m] [--json PATH]
+        [--out runs/real-flow] [--model models/smollm2-135m] [--json PATH] [--set KEY=VALUE ...]
+
+--set changes the run config of training and every eval, e.g. one GPU instead of the preset's four
+simulated CPU devices: --set attention.strategy=local --set parallel.mesh.context=1
+--set parallel.cpu_devices=1 (the base grids' cache key leaves the layout out, so it still hits).
 
 Full size takes hours on 2 CPU cores (the preset's header says where the time goes); --size small
 runs the same phases in minutes.
@@ -47,8 +51,16 @@ def ensure_model(folder: Path) -> Path:
 
 
 def machine() -> dict:
-    return {"platform": platform.platform(), "python": platform.python_version(), "nproc": os.cpu_count(),
-            "load_avg": [round(x, 2) for x in os.getloadavg()]}
+    """The host, and once jax has started its backend, the device it ran on."""
+    m = {"platform": platform.platform(), "python": platform.python_version(), "nproc": os.cpu_count(),
+         "load_avg": [round(x, 2) for x in os.getloadavg()]}
+    if "jax" in sys.modules:
+        import jax
+
+        m["jax"] = {"version": jax.__version__, "backend": jax.default_backend(),
+                    "device": jax.devices()[0].device_kind, "devices": jax.device_count(),
+                    "matmul_precision": str(jax.config.jax_default_matmul_precision)}
+    return m
 
 
 def main() -> None:
@@ -62,9 +74,11 @@ def main() -> None:
     ap.add_argument("--config", type=Path, default=ROOT / "configs/smollm2-135m-books.yaml")
     ap.add_argument("--json", type=Path, default=None, help="default benchmarks/results/real_flow_seed{N}.json "
                     "(small: real_flow_small_seed{N}.json)")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="a run-config override for training and the evals (repeatable)")
     a = ap.parse_args()
     os.chdir(ROOT)
-    from bookft.tune_flow import run_tune_flow
+    from bookft.tune_flow import run_tune_flow, settings_for
 
     load_before = machine()
     ensure_books(a.books)
@@ -73,8 +87,9 @@ def main() -> None:
     heldout = sorted((a.books / "heldout").glob("*.txt"))
     out = a.out or ROOT / f"runs/real-flow-{a.size}-seed{a.seed}"
     t0 = time.perf_counter()
+    changes = {"overrides": settings_for(a.size).overrides + tuple(a.overrides)} if a.overrides else None
     summary = run_tune_flow(model, docs, heldout, out, config=a.config, size=a.size, seed=a.seed,
-                            base_cache=a.cache)
+                            base_cache=a.cache, changes=changes)
     wall = time.perf_counter() - t0
     name = f"real_flow_seed{a.seed}.json" if a.size == "full" else f"real_flow_small_seed{a.seed}.json"
     path = a.json or ROOT / "benchmarks/results" / name

@@ -8,10 +8,12 @@ Design choices:
   cut from the held-out corpus.
 - The base grids are cached as `base_cache/<key>/<task>/results.json`, the key a hash of the model
   folder's files (config, tokenizer, weights' size and first and last MiB), the grid settings, the
-  run config as it is scored (every section but train, data and checkpoint: another recipe keeps the
-  cache) and the held-out texts: a second run of the flow on the same model and settings (a
-  benchmark's seeds, a new recipe) reuses them. Each run draws its own heatmap and page from the
-  cached figures, so its reports stand alone; the cache is a few KB per task.
+  run config as it is scored (every section but train, data, checkpoint and the device layout) and
+  the held-out texts: a second run of the flow on the same model and settings (a benchmark's seeds,
+  a new recipe, another machine's mesh) reuses them. The tokenizer files count: a transformers
+  release that writes another tokenizer for the same GGUF keys its own grids. Each run draws its own
+  heatmap and page from the cached figures, so its reports stand alone; the cache is a few KB per
+  task.
 - report.html links one compare page per task (bookft.eval.report.compare_reports) and carries the
   per-length, per-depth table, the perplexity and the short-context figures.
 """
@@ -30,7 +32,10 @@ from rich.table import Table
 
 from bookft.htmlpage import page, table
 
-UNSCORED_SECTIONS = ("name", "train", "data", "checkpoint")  # run-config sections outside the key
+UNSCORED_SECTIONS = ("name", "train", "data", "checkpoint", "parallel")  # run-config sections outside the key
+# attention fields that lay the computation out over devices and blocks: every strategy and kernel
+# computes the same attention (tests/attention), so a grid scored on one GPU keys like one on a CPU mesh
+LAYOUT_FIELDS = ("strategy", "kernel", "block_q", "block_kv", "max_chunk", "load_balance")
 WRITER_FIELDS = ("transformers_version",)  # config.json fields that name the writer, not the model
 
 
@@ -57,11 +62,13 @@ def model_fingerprint(model_dir: Path) -> str:
 
 
 def scored_config(cfg) -> dict:
-    """The run config as a grid sees it: every section but the training run's, no model path (the
-    model's files are hashed instead) and no LoRA adapter (zero until trained, so the base model's
-    outputs do not depend on it): a change of recipe keeps the base grids."""
+    """The run config as a grid sees it: every section but the training run's and the device layout,
+    no model path (the model's files are hashed instead), no LoRA adapter (zero until trained, so the
+    base model's outputs do not depend on it) and no attention layout (LAYOUT_FIELDS): a change of
+    recipe or of machine keeps the base grids."""
     d = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in UNSCORED_SECTIONS}
     d["model"] = {k: v for k, v in d["model"].items() if k not in ("hf_path", "lora")}
+    d["attention"] = {k: v for k, v in d["attention"].items() if k not in LAYOUT_FIELDS}
     return d
 
 

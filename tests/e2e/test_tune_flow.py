@@ -115,7 +115,7 @@ def test_base_grids_come_from_the_cache_the_second_time(tmp_path, monkeypatch):
     assert {"results.json", "heatmap.png", "report.html"} <= {p.name for p in (tmp_path / "b" / "vartrack").iterdir()}
 
 
-def test_the_base_cache_key_ignores_the_recipe_not_the_scoring(tmp_path):
+def test_the_base_cache_key_ignores_the_recipe_and_layout_not_the_scoring(tmp_path):
     from bookft import tune_flow_evals as ev
     from bookft.train.config import load_run_config
 
@@ -128,8 +128,11 @@ def test_the_base_cache_key_ignores_the_recipe_not_the_scoring(tmp_path):
     first = key()
     assert first == key("train.optimizer.lr=0.5", "train.steps=3", "data.seq_len=64", "checkpoint.every=1")
     assert first == key("model.lora.rank=4", "model.lora.targets=[q,v,gate]")
+    assert first == key("attention.strategy=local", "parallel.mesh.context=1", "parallel.cpu_devices=1",
+                        "attention.block_q=64", "attention.load_balance=false")  # the same function, laid out anew
     assert key() != key("eval.max_new_tokens=3")
-    assert key() != key("attention.block_q=64")
+    assert key() != key("attention.causal=false")
+    assert key() != key("model.compute_dtype=bfloat16")
     (model / "config.json").write_text('{"transformers_version": "9.9.9"}')  # the writer, not the model
     assert key() == first
     (model / "config.json").write_text('{"vocab_size": 7}')
