@@ -7,7 +7,9 @@ Design choices:
   model built on the meta device from the same config minus `quantization_config` (no random
   init, no second copy of the weights) and that one is saved: safetensors, config.json,
   generation_config.json, tokenizer.json and tokenizer_config.json with the chat template inline
-  (save_jinja_files=False, so tools that only read tokenizer_config.json see it too).
+  (save_jinja_files=False, so tools that only read tokenizer_config.json see it too). The
+  tokenizer's bos/eos/pad/unk follow the GGUF's own `tokenizer.ggml.*_token_id` metadata where the
+  conversion disagrees (align_special_tokens), so every transformers release writes the same ones.
 - Everything cheap is checked before transformers runs, each failure a ModelError naming the file
   and what to do: a missing `bookft[gguf]` extra, not a GGUF file, truncated or corrupt
   (gguf_header.py), an architecture bookft cannot load, a quantization gguf-py cannot dequantize.
@@ -191,6 +193,28 @@ def _load_gguf(path: Path):
     return model, tokenizer
 
 
+# the tokenizer's special tokens and the GGUF metadata keys that give their ids
+GGUF_SPECIAL_TOKENS = {"bos_token": "tokenizer.ggml.bos_token_id", "eos_token": "tokenizer.ggml.eos_token_id",
+                       "pad_token": "tokenizer.ggml.padding_token_id", "unk_token": "tokenizer.ggml.unknown_token_id"}
+
+
+def align_special_tokens(tokenizer, metadata: dict) -> dict[str, str]:
+    """Set the tokenizer's bos/eos/pad/unk tokens to the ids the GGUF's metadata gives, where
+    transformers' conversion disagrees (transformers 5.17 reads SmolLM2's eos, id 2 `<|im_end|>`,
+    as `<|im_start|>` and drops its pad); {attribute: token set}."""
+    changed = {}
+    vocab = len(tokenizer)
+    for attr, key in GGUF_SPECIAL_TOKENS.items():
+        i = metadata.get(key)
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < vocab:
+            continue
+        token = tokenizer.convert_ids_to_tokens(i)
+        if isinstance(token, str) and getattr(tokenizer, attr) != token:
+            setattr(tokenizer, attr, token)
+            changed[attr] = token
+    return changed
+
+
 def _load_folder(path: Path):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -231,6 +255,8 @@ def import_model(src: str | Path, out: str | Path, *, dtype: str = "float32", ov
     except Exception as e:  # transformers/gguf raise many types; the file is what the user can act on
         raise ModelError(f"{path}: transformers could not read it ({type(e).__name__}: {e}); "
                          "the file may be corrupt or of an unsupported variant") from None
+    if kind == "gguf":
+        align_special_tokens(tokenizer, read_gguf_header(path).metadata)
     hf = model.config.to_dict()
     if hf.get("model_type") not in ARCHITECTURES:
         raise ModelError(f"{path}: transformers read it as model_type {hf.get('model_type')!r}, which bookft "

@@ -148,6 +148,21 @@ def test_folder_import_via_cli(tmp_path):
     np.testing.assert_allclose(forward_logits(model, ids.astype(np.int32)), expected, atol=1e-4, rtol=0)
 
 
+def test_special_tokens_follow_the_gguf_metadata(tmp_path):
+    from transformers import AutoTokenizer
+
+    _tiny_folder(tmp_path / "src")
+    tok = AutoTokenizer.from_pretrained(tmp_path / "src")
+    tok.eos_token = "<|im_start|>"  # as transformers 5.17 converts SmolLM2's GGUF
+    meta = {"tokenizer.ggml.bos_token_id": 1, "tokenizer.ggml.eos_token_id": 2,
+            "tokenizer.ggml.padding_token_id": 2, "tokenizer.ggml.unknown_token_id": 9999}  # out of range: kept
+    assert importer.align_special_tokens(tok, meta) == {"eos_token": "<|im_end|>", "pad_token": "<|im_end|>"}
+    tok.save_pretrained(tmp_path / "out")
+    again = AutoTokenizer.from_pretrained(tmp_path / "out")
+    assert (again.bos_token_id, again.eos_token_id, again.pad_token_id, again.unk_token) == (1, 2, 2, "<unk>")
+    assert importer.align_special_tokens(again, meta) == {}
+
+
 def test_folder_refusals(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
