@@ -78,7 +78,7 @@ def main() -> None:
                     help="a run-config override for training and the evals (repeatable)")
     a = ap.parse_args()
     os.chdir(ROOT)
-    from bookft.tune_flow import run_tune_flow, settings_for
+    from bookft.tune_flow import run_tune_flow
 
     load_before = machine()
     ensure_books(a.books)
@@ -87,9 +87,8 @@ def main() -> None:
     heldout = sorted((a.books / "heldout").glob("*.txt"))
     out = a.out or ROOT / f"runs/real-flow-{a.size}-seed{a.seed}"
     t0 = time.perf_counter()
-    changes = {"overrides": settings_for(a.size).overrides + tuple(a.overrides)} if a.overrides else None
     summary = run_tune_flow(model, docs, heldout, out, config=a.config, size=a.size, seed=a.seed,
-                            base_cache=a.cache, changes=changes)
+                            base_cache=a.cache, overrides=a.overrides)
     wall = time.perf_counter() - t0
     name = f"real_flow_seed{a.seed}.json" if a.size == "full" else f"real_flow_small_seed{a.seed}.json"
     path = a.json or ROOT / "benchmarks/results" / name

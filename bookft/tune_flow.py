@@ -205,12 +205,15 @@ def _timed(times: dict, name: str, fn, *args, **kw):
 def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], out: str | Path, *,
                   config: str | Path | None = None, size: str = "small", seed: int = 0,
                   base_cache: str | Path | None = None, changes: dict | None = None,
-                  console: Console | None = None, progress: bool = True) -> dict[str, Any]:
-    """ingest -> base evals (cached) -> train -> export -> tuned evals -> compare; the summary dict."""
+                  overrides: list[str] | None = None, console: Console | None = None,
+                  progress: bool = True) -> dict[str, Any]:
+    """ingest -> base evals (cached) -> train -> export -> tuned evals -> compare; the summary dict.
+    `overrides` (run-config KEY=VALUE) go after the size's own, into the settings the summary keeps."""
     from bookft.train.config import load_run_config
 
     console = console or Console()
     model_dir, out, s = Path(model_dir), Path(out), settings_for(size, changes)
+    s = dataclasses.replace(s, overrides=s.overrides + tuple(overrides or ()))
     config = Path(config) if config is not None else DEFAULT_PRESET
     out.mkdir(parents=True, exist_ok=True)
     times: dict[str, float] = {}
@@ -306,6 +309,5 @@ def tune_command(model: Path, docs: list[Path], heldout: list[Path] | None, *, s
             raise ConfigError("give --heldout PATH, or at least two --docs (the last one is held out)")
         heldout = [docs.pop()]
         console.print(f"holding out the last --docs file, {heldout[0]} (--heldout to choose)")
-    changes = {"overrides": settings_for(size).overrides + tuple(overrides or ())}
     return run_tune_flow(model, docs, list(heldout), out, config=config, size=size, seed=seed,
-                         base_cache=out / "base-cache", changes=changes, console=console)
+                         base_cache=out / "base-cache", overrides=overrides, console=console)

@@ -35,7 +35,7 @@ from collections import Counter
 from pathlib import Path
 
 from bookft.errors import ModelError
-from bookft.model.gguf_header import dequantizable_types, read_gguf_header, type_name
+from bookft.model.gguf_header import GgufHeader, dequantizable_types, read_gguf_header, type_name
 from bookft.model.hf_config import ARCHITECTURES, config_from_hf
 from bookft.model.hf_io import read_hf_config
 
@@ -104,9 +104,8 @@ def _check_out(src: Path, out: Path, overwrite: bool) -> None:
                 raise ModelError(f"{out}: already holds a model (config.json); pass --overwrite to replace it")
 
 
-def _check_gguf(path: Path) -> Counter:
-    header = read_gguf_header(path)
-    arch = header.architecture
+def _check_gguf(header: GgufHeader) -> Counter:
+    path, arch = header.path, header.architecture
     if arch not in GGUF_ARCHITECTURES:
         raise ModelError(f"{path}: GGUF architecture {arch!r} is not supported by bookft (supported: "
                          f"{', '.join(GGUF_ARCHITECTURES)}, the Llama, Mistral and Qwen2/3 families); "
@@ -172,27 +171,6 @@ def _memoized_gguf_reads():
         readers.clear()
 
 
-def _load_gguf(path: Path):
-    """(dequantized float32 model with a plain config, tokenizer) via transformers' GGUF reader."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
-    folder, name = str(path.parent), path.name
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-    with _memoized_gguf_reads():
-        loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
-    cfg = loaded.config.to_dict()
-    for key in ("quantization_config", "_name_or_path", "_model_name_or_path", "transformers_version"):
-        cfg.pop(key, None)
-    config = AutoConfig.for_model(cfg.pop("model_type"), **cfg)
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    state = {k: v for k, v in loaded.state_dict().items() if k in model.state_dict()}
-    model.load_state_dict(state, strict=True, assign=True)
-    model.tie_weights()
-    return model, tokenizer
-
-
 # the tokenizer's special tokens and the GGUF metadata keys that give their ids
 GGUF_SPECIAL_TOKENS = {"bos_token": "tokenizer.ggml.bos_token_id", "eos_token": "tokenizer.ggml.eos_token_id",
                        "pad_token": "tokenizer.ggml.padding_token_id", "unk_token": "tokenizer.ggml.unknown_token_id"}
@@ -213,6 +191,29 @@ def align_special_tokens(tokenizer, metadata: dict) -> dict[str, str]:
             setattr(tokenizer, attr, token)
             changed[attr] = token
     return changed
+
+
+def _load_gguf(path: Path, metadata: dict):
+    """(dequantized float32 model with a plain config, tokenizer) via transformers' GGUF reader; the
+    tokenizer's special tokens as the file's `metadata` gives them."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    folder, name = str(path.parent), path.name
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    align_special_tokens(tokenizer, metadata)
+    with _memoized_gguf_reads():
+        loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+    cfg = loaded.config.to_dict()
+    for key in ("quantization_config", "_name_or_path", "_model_name_or_path", "transformers_version"):
+        cfg.pop(key, None)
+    config = AutoConfig.for_model(cfg.pop("model_type"), **cfg)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    state = {k: v for k, v in loaded.state_dict().items() if k in model.state_dict()}
+    model.load_state_dict(state, strict=True, assign=True)
+    model.tie_weights()
+    return model, tokenizer
 
 
 def _load_folder(path: Path):
@@ -244,19 +245,18 @@ def import_model(src: str | Path, out: str | Path, *, dtype: str = "float32", ov
     quantization: Counter = Counter()
     if kind == "gguf":
         _require(GGUF_EXTRA, f"importing {path}")
-        quantization = _check_gguf(path)
+        header = read_gguf_header(path)
+        quantization = _check_gguf(header)
     else:
         _require(("torch",), f"importing {path}")
         _check_folder(path)
     try:
-        model, tokenizer = (_load_gguf if kind == "gguf" else _load_folder)(path)
+        model, tokenizer = _load_gguf(path, header.metadata) if kind == "gguf" else _load_folder(path)
     except ModelError:
         raise
     except Exception as e:  # transformers/gguf raise many types; the file is what the user can act on
         raise ModelError(f"{path}: transformers could not read it ({type(e).__name__}: {e}); "
                          "the file may be corrupt or of an unsupported variant") from None
-    if kind == "gguf":
-        align_special_tokens(tokenizer, read_gguf_header(path).metadata)
     hf = model.config.to_dict()
     if hf.get("model_type") not in ARCHITECTURES:
         raise ModelError(f"{path}: transformers read it as model_type {hf.get('model_type')!r}, which bookft "
