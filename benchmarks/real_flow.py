@@ -76,6 +76,8 @@ def main() -> None:
                     "(small: real_flow_small_seed{N}.json)")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="a run-config override for training and the evals (repeatable)")
+    ap.add_argument("--resume", action="store_true", help="go on with an interrupted flow in --out, started "
+                    "with the same arguments (its corpora and its run's last checkpoint)")
     a = ap.parse_args()
     os.chdir(ROOT)
     from bookft.tune_flow import run_tune_flow
@@ -88,7 +90,7 @@ def main() -> None:
     out = a.out or ROOT / f"runs/real-flow-{a.size}-seed{a.seed}"
     t0 = time.perf_counter()
     summary = run_tune_flow(model, docs, heldout, out, config=a.config, size=a.size, seed=a.seed,
-                            base_cache=a.cache, overrides=a.overrides)
+                            base_cache=a.cache, overrides=a.overrides, resume=a.resume)
     wall = time.perf_counter() - t0
     name = f"real_flow_seed{a.seed}.json" if a.size == "full" else f"real_flow_small_seed{a.seed}.json"
     path = a.json or ROOT / "benchmarks/results" / name

@@ -183,6 +183,8 @@ def register(app) -> None:
                                            "(the haystacks and perplexity text; default: the last --docs file)."),
         size: str = typer.Option("small", "--size", help="With --model: small (minutes) or full (hours)."),
         seed: int = typer.Option(0, "--seed", help="With --model: the examples', data order's and init seed."),
+        resume: bool = typer.Option(False, "--resume", help="With --model: go on with an interrupted flow in "
+                                    "--out (its corpora and its run's last checkpoint), started the same way."),
     ) -> None:
         """ingest + eval (base) + train + eval (tuned) on the defaults; prints where the report is.
         With --model: the same on your model and documents (RULER tasks, perplexity, short check)."""
@@ -190,6 +192,6 @@ def register(app) -> None:
             from bookft.tune_flow import tune_command
 
             tune_command(model, list(docs), list(heldout), size=size, out=out, config=config, seed=seed,
-                         overrides=list(set_))
+                         overrides=list(set_), resume=resume)
             return
         run_quickstart(corpus_yaml=definition, config=config, run_dir=run_dir, out=out, overrides=list(set_))

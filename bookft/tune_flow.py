@@ -61,6 +61,7 @@ class FlowSettings:
     # synthesized sequences per length: a sequence of 4,096 tokens holds four examples of 1,024
     example_lengths: tuple[int, ...] = ()
     length_shares: tuple[float, ...] = ()
+    depth_beta: tuple[float, float] = (1.0, 1.0)  # the examples' needle depths (retrieval.depth_beta)
     ppl_chars: int = 40_000  # first characters of each held-out document scored by perplexity
     short_docs: int = 12  # held-out passages for `bookft eval short`
     short_chars: int = 1_500
@@ -75,7 +76,7 @@ SIZES = {
     "full": FlowSettings(size="full", lengths=(2048, 4096), seeds=(0, 1, 2, 3, 4), ppl_lengths=(1024, 2048, 4096),
                          rate=0.8, kind_shares=(0.45, 0.1, 0.45), task_distractors=7,
                          example_lengths=(1024, 2048, 4096),
-                         length_shares=(0.2, 0.3, 0.5)),
+                         length_shares=(0.2, 0.3, 0.5), depth_beta=(0.6, 1.0)),
     "small": FlowSettings(size="small", lengths=(256, 512), seeds=(0,), ppl_lengths=(256, 512), ppl_chars=6_000,
                           short_docs=6, short_chars=1_000, short_tokens=256, doc_chars=120_000, steps=8,
                           overrides=SMALL_ATTENTION),
@@ -149,16 +150,39 @@ def _build(data: dict, console: Console, progress: bool) -> dict:
             bar.stop()
 
 
+def published(root: Path) -> dict | None:
+    """The manifest of the corpus at `root` as build_corpus returned it (its path, and the retrieval
+    summary when examples were synthesized); None when no version was published."""
+    from bookft.corpus.store import version_numbers
+
+    numbers = version_numbers(root) if root.is_dir() else []
+    if not numbers:
+        return None
+    path = root / "versions" / f"{max(numbers):04d}"
+    manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+    manifest["path"] = str(path)
+    if (path / "retrieval.json").is_file():
+        manifest["retrieval"] = json.loads((path / "retrieval.json").read_text(encoding="utf-8"))
+    return manifest
+
+
 def ingest(model_dir: Path, texts: dict, heldout: list[Path], out: Path, s: FlowSettings, seed: int,
-           console: Console, progress: bool) -> dict:
-    """OUT/corpus (documents + synthesized examples) and OUT/heldout-corpus; their manifests."""
+           console: Console, progress: bool, resume: bool = False) -> dict:
+    """OUT/corpus (documents + synthesized examples) and OUT/heldout-corpus; their manifests.
+    `resume`: the corpora an earlier call of this flow published are kept."""
     console.rule("[bold]1/5 ingest")
+    if resume:
+        kept = {"train": published(out / "corpus"), "heldout": published(out / "heldout-corpus")}
+        if all(kept.values()):
+            console.print(f"resumed: corpus {kept['train']['path']}, held-out corpus {kept['heldout']['path']}")
+            return kept
     tok = {"path": str(model_dir)}
     train = _build({"name": "tune-docs", "out": str(out / "corpus"), "workers": s.workers, "tokenizer": tok,
                     "packing": {"seq_len": max(s.lengths)}, "sources": [{"path": str(p)} for p in texts["docs"]],
                     "retrieval": {"rate": s.rate, "lengths": list(s.example_lengths or s.lengths),
                                   "length_shares": list(s.length_shares), "kinds": list(s.train_kinds),
                                   "kind_shares": list(s.kind_shares), "task_distractors": s.task_distractors,
+                                  "depth_beta": list(s.depth_beta),
                                   "chat_template": None, "context_weight": 0.0, "answer_weight": 1.0,
                                   "corpus_weight": 1.0, "seed": seed}}, console, progress)
     sources = [{"path": str(p)} for p in heldout] + [{"path": str(out / "short-text"), "name": "short"}]
@@ -173,18 +197,26 @@ def ingest(model_dir: Path, texts: dict, heldout: list[Path], out: Path, s: Flow
     return {"train": train, "heldout": held}
 
 
-def train_run(cfg, out: Path, console: Console, progress: bool):
-    """Train in OUT/run (fresh); (TrainResult, run dir)."""
+def train_run(cfg, out: Path, console: Console, progress: bool, resume: bool = False):
+    """Train in OUT/run (fresh, or from its last checkpoint with `resume`); (TrainResult, run dir)."""
     from bookft.train.progress import TrainProgress
     from bookft.train.trainer import train
 
     run = out / "run"
-    shutil.rmtree(run, ignore_errors=True)
+    if not resume:
+        shutil.rmtree(run, ignore_errors=True)
     console.rule(f"[bold]3/5 train ({cfg.train.steps} steps at {cfg.data.seq_len} tokens)")
     if progress:
         with TrainProgress(console, cfg.train.steps) as bar:
-            return train(cfg, run_dir=run, progress=bar.update), run
-    return train(cfg, run_dir=run), run
+            result = train(cfg, run_dir=run, progress=bar.update)
+    else:
+        result = train(cfg, run_dir=run)
+    if result.interrupted:
+        from bookft.errors import TrainError
+
+        raise TrainError(f"training stopped at step {result.step} of {cfg.train.steps}; its checkpoint is in "
+                         f"{run / 'checkpoints'}: run the same command with --resume to go on")
+    return result, run
 
 
 def export(run: Path, out: Path) -> Path:
@@ -206,9 +238,11 @@ def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], 
                   config: str | Path | None = None, size: str = "small", seed: int = 0,
                   base_cache: str | Path | None = None, changes: dict | None = None,
                   overrides: list[str] | None = None, console: Console | None = None,
-                  progress: bool = True) -> dict[str, Any]:
+                  progress: bool = True, resume: bool = False) -> dict[str, Any]:
     """ingest -> base evals (cached) -> train -> export -> tuned evals -> compare; the summary dict.
-    `overrides` (run-config KEY=VALUE) go after the size's own, into the settings the summary keeps."""
+    `overrides` (run-config KEY=VALUE) go after the size's own, into the settings the summary keeps.
+    `resume`: an interrupted call with the same arguments (OUT/flow.json) goes on from its corpora and
+    its run's last checkpoint (checkpoint.every sets how much an interruption loses)."""
     from bookft.train.config import load_run_config
 
     console = console or Console()
@@ -216,9 +250,13 @@ def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], 
     s = dataclasses.replace(s, overrides=s.overrides + tuple(overrides or ()))
     config = Path(config) if config is not None else DEFAULT_PRESET
     out.mkdir(parents=True, exist_ok=True)
+    resume = _check_resume(out, {"settings": dataclasses.asdict(s), "seed": seed, "config": str(config),
+                                 "model": str(model_dir), "docs": [str(p) for p in docs],
+                                 "heldout": [str(p) for p in heldout]}, resume)
     times: dict[str, float] = {}
     texts = _timed(times, "prepare_s", prepare_texts, [Path(p) for p in docs], [Path(p) for p in heldout], out, s)
-    manifests = _timed(times, "ingest_s", ingest, model_dir, texts, heldout, out, s, seed, console, progress)
+    manifests = _timed(times, "ingest_s", ingest, model_dir, texts, heldout, out, s, seed, console, progress,
+                       resume)
     overrides = [f"model.hf_path={model_dir}", f"data.corpus={out / 'corpus'}", f"data.seq_len={max(s.lengths)}",
                  f"train.seed={seed}", f"data.seed={seed}", *([f"train.steps={s.steps}"] if s.steps else []),
                  *s.overrides]
@@ -235,7 +273,7 @@ def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], 
     console.rule("[bold]2/5 eval: the base model")
     base = _timed(times, "eval_base_s", ev.grids, model_dir, s, out / "eval-base",
                   cache=Path(base_cache) if base_cache else None, key=key, **grid_kw)
-    result, run = _timed(times, "train_s", train_run, cfg, out, console, progress)
+    result, run = _timed(times, "train_s", train_run, cfg, out, console, progress, resume)
     tuned_dir = _timed(times, "export_s", export, run, out)
     console.rule("[bold]4/5 eval: the tuned model")
     tuned = _timed(times, "eval_tuned_s", ev.grids, tuned_dir, s, out / "eval-tuned", cache=None, key=None,
@@ -247,6 +285,7 @@ def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], 
     console.rule("[bold]5/5 report")
     pages = ev.compare_all(out / "eval-base", out / "eval-tuned", out, s.tasks)
     times["total_s"] = round(sum(times.values()), 1)
+    times["train_steps_s"] = _step_seconds(run)
     summary = _summary(s, seed, model_dir, tuned_dir, run, out, manifests, result, (base, tuned, ppl, short),
                        times, key)
     summary["paths"]["report"] = str(ev.write_index(out, summary, pages, {
@@ -254,6 +293,33 @@ def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], 
     (out / "summary.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
     print_summary(summary, console)
     return summary
+
+
+def _check_resume(out: Path, state: dict, resume: bool) -> bool:
+    """Record this call's arguments in OUT/flow.json; with `resume`, they must be the recorded ones
+    (else a ConfigError). True when there is an earlier call to go on from."""
+    from bookft.errors import ConfigError
+
+    path = out / "flow.json"
+    state = json.loads(json.dumps(state))  # tuples as lists, as read back
+    if resume and path.is_file():
+        before = json.loads(path.read_text(encoding="utf-8"))
+        if before != state:
+            changed = sorted(k for k in set(before) | set(state) if before.get(k) != state.get(k))
+            raise ConfigError(f"--resume: {out} holds a flow started with other {', '.join(changed)} "
+                              f"({path}); run it as it was started, or drop --resume to start over")
+        return True
+    path.write_text(json.dumps(state, indent=1), encoding="utf-8")
+    return False
+
+
+def _step_seconds(run: Path) -> float:
+    """The training steps' own time (metrics.jsonl), across every call that trained this run."""
+    log = run / "metrics.jsonl"
+    if not log.is_file():
+        return 0.0
+    rows = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return round(sum(r.get("step_time_s") or 0.0 for r in rows if "step" in r), 1)
 
 
 def _summary(s: FlowSettings, seed: int, model_dir: Path, tuned_dir: Path, run: Path, out: Path, manifests: dict,
@@ -296,7 +362,7 @@ def print_summary(summary: dict, console: Console) -> None:
 
 def tune_command(model: Path, docs: list[Path], heldout: list[Path] | None, *, size: str, out: Path,
                  config: Path | None, seed: int, overrides: list[str] | None = None,
-                 console: Console | None = None) -> dict[str, Any]:
+                 console: Console | None = None, resume: bool = False) -> dict[str, Any]:
     """`bookft quickstart --model`: the held-out default (the last --docs file), then the flow."""
     from bookft.errors import ConfigError
 
@@ -310,4 +376,4 @@ def tune_command(model: Path, docs: list[Path], heldout: list[Path] | None, *, s
         heldout = [docs.pop()]
         console.print(f"holding out the last --docs file, {heldout[0]} (--heldout to choose)")
     return run_tune_flow(model, docs, list(heldout), out, config=config, size=size, seed=seed,
-                         base_cache=out / "base-cache", overrides=overrides, console=console)
+                         base_cache=out / "base-cache", overrides=overrides, console=console, resume=resume)

@@ -36,6 +36,8 @@ UNSCORED_SECTIONS = ("name", "train", "data", "checkpoint", "parallel")  # run-c
 # attention fields that lay the computation out over devices and blocks: every strategy and kernel
 # computes the same attention (tests/attention), so a grid scored on one GPU keys like one on a CPU mesh
 LAYOUT_FIELDS = ("strategy", "kernel", "block_q", "block_kv", "max_chunk", "load_balance")
+# model fields that choose what is kept for the backward pass or how layers are looped: the same function
+MODEL_LAYOUT_FIELDS = ("remat", "scan_layers", "mlp_chunk")
 WRITER_FIELDS = ("transformers_version",)  # config.json fields that name the writer, not the model
 
 
@@ -64,10 +66,10 @@ def model_fingerprint(model_dir: Path) -> str:
 def scored_config(cfg) -> dict:
     """The run config as a grid sees it: every section but the training run's and the device layout,
     no model path (the model's files are hashed instead), no LoRA adapter (zero until trained, so the
-    base model's outputs do not depend on it) and no attention layout (LAYOUT_FIELDS): a change of
-    recipe or of machine keeps the base grids."""
+    base model's outputs do not depend on it) and no layout (LAYOUT_FIELDS, MODEL_LAYOUT_FIELDS): a
+    change of recipe or of machine keeps the base grids."""
     d = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in UNSCORED_SECTIONS}
-    d["model"] = {k: v for k, v in d["model"].items() if k not in ("hf_path", "lora")}
+    d["model"] = {k: v for k, v in d["model"].items() if k not in ("hf_path", "lora", *MODEL_LAYOUT_FIELDS)}
     d["attention"] = {k: v for k, v in d["attention"].items() if k not in LAYOUT_FIELDS}
     return d
 

@@ -82,6 +82,49 @@ def test_quickstart_with_a_model_reports_base_and_tuned(model_dir, tmp_path, mon
     assert set(s["times"]) >= {"ingest_s", "eval_base_s", "train_s", "export_s", "eval_tuned_s", "total_s"}
 
 
+def test_an_interrupted_flow_resumes_from_its_corpora_and_checkpoint(model_dir, tmp_path, monkeypatch):
+    from rich.console import Console
+
+    from bookft import tune_flow
+    from bookft.errors import ConfigError, TrainError
+    from bookft.train import trainer
+
+    docs = []
+    for i in range(2):
+        docs.append(tmp_path / f"book{i}.txt")
+        docs[-1].write_text(_essay(i, 300))
+    held = tmp_path / "held.txt"
+    held.write_text(_essay(5, 300))
+    changes = {"lengths": (256,), "ppl_lengths": (256,), "depths": (50.0,), "steps": 2, "ppl_chars": 3000,
+               "short_docs": 2, "short_chars": 300, "short_tokens": 128, "workers": 0, "tasks": ("niah",),
+               "transfer": ("niah",), "example_lengths": (256,), "depth_beta": (0.6, 1.0)}
+    real = trainer.train
+
+    def stopped_after_one(cfg, **kw):  # as a SIGTERM after step 1: the checkpoint saved, interrupted
+        import dataclasses
+
+        res = real(dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=1)), **kw)
+        return dataclasses.replace(res, interrupted=True)
+
+    out = tmp_path / "out"
+    kw = {"size": "small", "changes": changes, "overrides": ["checkpoint.every=1"], "console": Console(quiet=True),
+          "progress": False}
+    monkeypatch.setattr(trainer, "train", stopped_after_one)
+    with pytest.raises(TrainError, match="stopped at step 1 of 2.*--resume"):
+        tune_flow.run_tune_flow(model_dir, docs, [held], out, **kw)
+    manifest = (out / "corpus" / "versions" / "0001" / "manifest.json").read_text()
+    with pytest.raises(ConfigError, match="other seed"):
+        tune_flow.run_tune_flow(model_dir, docs, [held], out, seed=1, resume=True, **kw)
+    monkeypatch.setattr(trainer, "train", real)
+    s = tune_flow.run_tune_flow(model_dir, docs, [held], out, resume=True, **kw)
+    assert (out / "corpus" / "versions" / "0001" / "manifest.json").read_text() == manifest  # not rebuilt
+    assert not (out / "corpus" / "versions" / "0002").exists()
+    rows = [json.loads(x) for x in (out / "run" / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    assert [r["step"] for r in rows if "loss" in r] == [1, 2]  # step 2 only was trained on resume
+    assert s["train"]["steps"] == 2 and s["times"]["train_steps_s"] > 0
+    assert s["corpus"]["retrieval"]["settings"]["depth_beta"] == [0.6, 1.0]
+
+
 def test_base_grids_come_from_the_cache_the_second_time(tmp_path, monkeypatch):
     from rich.console import Console
 
@@ -130,6 +173,7 @@ def test_the_base_cache_key_ignores_the_recipe_and_layout_not_the_scoring(tmp_pa
     assert first == key("model.lora.rank=4", "model.lora.targets=[q,v,gate]")
     assert first == key("attention.strategy=local", "parallel.mesh.context=1", "parallel.cpu_devices=1",
                         "attention.block_q=64", "attention.load_balance=false")  # the same function, laid out anew
+    assert first == key("model.remat=none", "model.scan_layers=false", "model.mlp_chunk=256")
     assert key() != key("eval.max_new_tokens=3")
     assert key() != key("attention.causal=false")
     assert key() != key("model.compute_dtype=bfloat16")
