@@ -107,12 +107,20 @@ def test_an_interrupted_flow_resumes_from_its_corpora_and_checkpoint(model_dir, 
         return dataclasses.replace(res, interrupted=True)
 
     out = tmp_path / "out"
-    kw = {"size": "small", "changes": changes, "overrides": ["checkpoint.every=1"], "console": Console(quiet=True),
-          "progress": False}
+    monkeypatch.setitem(tune_flow.SIZES, "small", tune_flow.dataclasses.replace(tune_flow.SIZES["small"], **changes))
+    kw = {"size": "small", "overrides": ["checkpoint.every=1"], "console": Console(quiet=True), "progress": False}
     monkeypatch.setattr(trainer, "train", stopped_after_one)
     with pytest.raises(TrainError, match="stopped at step 1 of 2.*--resume"):
         tune_flow.run_tune_flow(model_dir, docs, [held], out, **kw)
     manifest = (out / "corpus" / "versions" / "0001" / "manifest.json").read_text()
+    from typer.testing import CliRunner
+
+    from bookft.cli import app
+
+    args = ["quickstart", "--model", str(model_dir), "--docs", str(docs[0]), "--docs", str(docs[1]), "--heldout",
+            str(held), "--out", str(out), "--set", "checkpoint.every=1", "--resume"]
+    res = CliRunner().invoke(app, [*args, "--seed", "1"])  # started with seed 0: refused, nothing touched
+    assert res.exit_code != 0 and "other seed" in res.output + str(res.exception), res.output
     with pytest.raises(ConfigError, match="other seed"):
         tune_flow.run_tune_flow(model_dir, docs, [held], out, seed=1, resume=True, **kw)
     monkeypatch.setattr(trainer, "train", real)
