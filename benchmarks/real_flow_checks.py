@@ -90,7 +90,6 @@ def main() -> None:
     from rich.console import Console
 
     from bookft import tune_flow_evals as ev
-    from bookft.eval.ppl_entry import evaluate_ppl
     from bookft.eval.short_entry import evaluate_short
 
     console = Console()
@@ -126,9 +125,8 @@ def main() -> None:
                   f"({r['loss_delta']:+.4f} nats/token)")
     path.write_text(json.dumps(record, indent=1) + "\n")  # the grids and short stand before ppl runs
     t2 = time.perf_counter()
-    ppl = evaluate_ppl(models=[str(a.model.resolve()), str(tuned)], checkpoints=[], names=["base", "tuned"],
-                       texts=[str(p) for p in ppl_files], corpus=None, lengths=list(s["ppl_lengths"]), stride=None,
-                       out=out / "ppl", config=str(a.config), overrides=overrides, console=console, progress=False)
+    ppl = ev.run_ppl(a.model.resolve(), tuned, ppl_files, s["ppl_lengths"], config=a.config, overrides=overrides,
+                     out=out / "ppl", console=console, progress=False, cache=a.cache, key=grids["cache_key"])
     times["ppl_s"] = round(time.perf_counter() - t2, 1)
     record["machine"]["after"] = machine()
     record["reserved_ppl"] = {"texts": [p.name for p in ppl_files], "chars": a.ppl_chars, "ppl": ev.ppl_figures(ppl)}

@@ -278,8 +278,9 @@ def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], 
     console.rule("[bold]4/5 eval: the tuned model")
     tuned = _timed(times, "eval_tuned_s", ev.grids, tuned_dir, s, out / "eval-tuned", cache=None, key=None,
                    **grid_kw)
-    ppl = _timed(times, "ppl_s", ev.run_ppl, model_dir, tuned_dir, texts["ppl"], s, config=config,
-                 overrides=overrides, out=out / "eval-ppl", console=console, progress=progress)
+    ppl = _timed(times, "ppl_s", ev.run_ppl, model_dir, tuned_dir, texts["ppl"], s.ppl_lengths, config=config,
+                 overrides=overrides, out=out / "eval-ppl", console=console, progress=progress,
+                 cache=Path(base_cache) if base_cache else None, key=key)
     short = _timed(times, "short_s", ev.run_short, model_dir, tuned_dir, out / "heldout-corpus", s,
                    out=out / "eval-short", console=console)
     console.rule("[bold]5/5 report")

@@ -121,14 +121,31 @@ def grids(model_dir: Path, s, out_root: Path, *, cache: Path | None, key: str | 
     return res
 
 
-def run_ppl(model_dir: Path, tuned_dir: Path, texts: list[Path], s, *, config: Path, overrides: list[str],
-            out: Path, console: Console, progress: bool) -> dict:
-    from bookft.eval.ppl_entry import evaluate_ppl
+def run_ppl(model_dir: Path, tuned_dir: Path, texts: list[Path], lengths, *, config: Path, overrides: list[str],
+            out: Path, console: Console, progress: bool, cache: Path | None = None, key: str | None = None) -> dict:
+    """Base and tuned perplexity in one report; with `cache`, base's scores are reused from (or
+    stored in) cache/<key>/ppl-base-<lengths>-<hash of the texts>.json."""
+    from bookft.eval.ppl_entry import evaluate_ppl, subject_record
 
     console.rule("[bold]eval ppl: base and tuned")
-    return evaluate_ppl(models=[str(model_dir), str(tuned_dir)], checkpoints=[], names=["base", "tuned"],
-                        texts=[str(p) for p in texts], corpus=None, lengths=list(s.ppl_lengths), stride=None,
-                        out=out, config=str(config), overrides=overrides, console=console, progress=progress)
+    lengths = sorted(set(lengths))
+    hit = None
+    if cache is not None:
+        h = hashlib.sha256()
+        for p in texts:
+            h.update(hashlib.sha256(Path(p).read_bytes()).digest())
+        hit = cache / key / f"ppl-base-{'-'.join(map(str, lengths))}-{h.hexdigest()[:12]}.json"
+    reuse = {"base": json.loads(hit.read_text(encoding="utf-8"))} if hit is not None and hit.is_file() else None
+    if reuse:
+        console.print(f"[green]base perplexity[/]: cached in {hit}")
+    res = evaluate_ppl(models=[str(model_dir), str(tuned_dir)], checkpoints=[], names=["base", "tuned"],
+                       texts=[str(p) for p in texts], corpus=None, lengths=lengths, stride=None, out=out,
+                       config=str(config) if config is not None else None, overrides=overrides, console=console,
+                       progress=progress, reuse=reuse)
+    if hit is not None and reuse is None:
+        hit.parent.mkdir(parents=True, exist_ok=True)
+        hit.write_text(json.dumps(subject_record(res, "base"), indent=1), encoding="utf-8")
+    return res
 
 
 def run_short(model_dir: Path, tuned_dir: Path, corpus: Path, s, *, out: Path, console: Console) -> dict:

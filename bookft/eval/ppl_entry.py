@@ -110,8 +110,11 @@ def score_subject(model, tok, lengths: list[int], stride: int | None, texts: lis
 def evaluate_ppl(*, models: list[str], checkpoints: list[str], names: list[str] | None, texts: list[str] | None,
                  corpus: str | None, lengths: list[int] | None, stride: int | None, out: str | Path,
                  dtype: str = "float32", config: str | None = None, overrides: list[str] | None = None,
-                 max_documents: int | None = None, console: Console | None = None, progress: bool = True) -> dict:
-    """Perplexity of every model by window length on the same documents; writes the report."""
+                 max_documents: int | None = None, console: Console | None = None, progress: bool = True,
+                 reuse: dict[str, dict] | None = None) -> dict:
+    """Perplexity of every model by window length on the same documents; writes the report.
+    `reuse`: {label: subject_record(...)} of subjects scored before on these documents and lengths
+    and stride (the tune flow's cached base model); they are not loaded again."""
     console = console or Console()
     lengths = sorted(set(lengths or DEFAULT_LENGTHS))
     file_run_config = realise(_run_config(config, list(overrides or [])))
@@ -119,6 +122,12 @@ def evaluate_ppl(*, models: list[str], checkpoints: list[str], names: list[str] 
     info_by: dict[str, dict] = {}
     texts_got, docs_info = None, None
     for label, ck, md in subjects(models, checkpoints, names):
+        if label in (reuse or {}):
+            rec = reuse[label]
+            if sorted(int(n) for n in rec["scores"]) != lengths:
+                raise EvalError(f"{label}: the reused scores are at lengths {sorted(rec['scores'])}, not {lengths}")
+            per[label], info_by[label] = {int(n): v for n, v in rec["scores"].items()}, rec["info"]
+            continue
         model, tok, model_config, run_config, info, mesh = load_on_mesh(ck, md, None, file_run_config)
         if texts_got is None:  # a run brings its corpus when neither --text nor --corpus is given
             corpus = corpus or getattr(getattr(run_config, "data", None), "corpus", None)
@@ -136,6 +145,8 @@ def evaluate_ppl(*, models: list[str], checkpoints: list[str], names: list[str] 
                           "attention": info["attention"], "seconds": round(seconds, 2),
                           "within_native": native_rise({str(n): s["ppl"] for n, s in per[label].items()}, native)}
         del model
+    if docs_info is None:  # every subject reused
+        texts_got, docs_info = documents(texts, corpus, max_documents)
     res = assemble(per, info_by, lengths, stride, docs_info)
     import jax
 
@@ -145,6 +156,14 @@ def evaluate_ppl(*, models: list[str], checkpoints: list[str], names: list[str] 
     print_table(res, console)
     console.print(f"wrote {Path(out) / 'results.json'}, {Path(out) / 'ppl.json'} and {Path(out) / 'report.html'}")
     return res
+
+
+def subject_record(res: dict, label: str) -> dict:
+    """One subject of an evaluate_ppl result, as `reuse` takes it back: {"scores", "info"}."""
+    flat = len(res["models"]) == 1
+    scores = {str(n): {k: (res[k] if flat else res[k][label])[str(n)] for k in PER_LENGTH_KEYS}
+              for n in res["lengths"]}
+    return {"scores": scores, "info": res["models"][label]}
 
 
 def assemble(per: dict[str, dict], info_by: dict[str, dict], lengths: list[int], stride: int | None,

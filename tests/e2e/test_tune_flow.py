@@ -72,6 +72,7 @@ def test_quickstart_with_a_model_reports_base_and_tuned(model_dir, tmp_path, mon
         for cells in per.values():
             assert all({"base", "tuned"} <= set(v) for v in cells.values())
     assert set(s["ppl"]) == {"512"} and all({"base", "tuned"} <= set(v) for v in s["ppl"].values())
+    assert len(list((out / "base-cache").rglob("ppl-base-512-*.json"))) == 1  # the base evals, cached
     assert s["short"] and all("loss_delta" in v for v in s["short"].values())
     per_kind = s["corpus"]["retrieval"]["per_kind"]
     assert set(per_kind) == {"multikey", "multivalue", "vartrack"} and all(n > 0 for n in per_kind.values())

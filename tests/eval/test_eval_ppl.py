@@ -17,6 +17,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from bookft.cli import app  # noqa: E402
+from bookft.errors import EvalError  # noqa: E402
 from bookft.eval import EvalConfig, run_niah, write_report  # noqa: E402
 from bookft.eval.ppl import position_edges  # noqa: E402
 from bookft.needles.haystack import essay_sentences  # noqa: E402
@@ -172,3 +173,38 @@ def test_a_corpus_without_held_out_documents_gives_all_of_them(setup, words_corp
     res = json.loads((tmp_path / "results.json").read_text())
     assert res["documents"]["count"] == 4 and res["documents"]["source"].startswith("all documents of")
     assert res["windows"]["64"] >= 4 and "trained on" in (tmp_path / "report.html").read_text()
+
+
+def test_a_reused_subject_is_not_scored_again_and_reports_the_same(setup, tmp_path, monkeypatch):
+    """The tune flow's cached base perplexity (tune_flow_evals.run_ppl): stored once, reused after."""
+    from rich.console import Console
+
+    from bookft import tune_flow_evals as ev
+    from bookft.eval import ppl_entry
+
+    root, _, files = setup
+    loaded = []
+    real = ppl_entry.load_on_mesh
+
+    def spy(ck, md, *a):
+        loaded.append(md)
+        return real(ck, md, *a)
+
+    monkeypatch.setattr(ppl_entry, "load_on_mesh", spy)
+    kw = {"config": None, "overrides": [], "console": Console(quiet=True), "progress": False,
+          "cache": tmp_path / "cache", "key": "k"}
+    first = ev.run_ppl(root / "base", root / "tuned", files, (128, 64), out=tmp_path / "a", **kw)
+    stored = list((tmp_path / "cache" / "k").glob("ppl-base-64-128-*.json"))
+    assert len(stored) == 1 and loaded == [str(root / "base"), str(root / "tuned")]
+    again = ev.run_ppl(root / "base", root / "tuned", files, (64, 128), out=tmp_path / "b", **kw)
+    assert loaded[2:] == [str(root / "tuned")]  # base came from the cache
+    for key in ("ppl", "loss", "tokens", "windows", "loss_by_position"):
+        assert again[key] == json.loads(json.dumps(first[key])), key
+    assert again["models"]["base"] == first["models"]["base"]  # its timing included: the stored record
+    assert "Perplexity by window length" in (tmp_path / "b" / "report.html").read_text()
+    ev.run_ppl(root / "base", root / "tuned", files[:1], (64, 128), out=tmp_path / "c", **kw)
+    assert loaded[3:] == [str(root / "base"), str(root / "tuned")]  # other texts: scored anew
+    with pytest.raises(EvalError, match="reused scores are at lengths"):
+        ppl_entry.evaluate_ppl(models=[str(root / "base")], checkpoints=[], names=["base"],
+                               texts=[str(files[0])], corpus=None, lengths=[64], stride=None, out=tmp_path / "d",
+                               reuse={"base": json.loads(stored[0].read_text())}, console=Console(quiet=True))
