@@ -12,9 +12,9 @@ machine) and prints the base -> tuned table.
     python benchmarks/real_flow.py [--seed 0] [--size full|small] [--cache benchmarks/results/real_flow_base]
         [--out runs/real-flow] [--model models/smollm2-135m] [--json PATH] [--set KEY=VALUE ...]
 
---set changes the run config of training and every eval, e.g. one GPU instead of the preset's four
-simulated CPU devices: --set attention.strategy=local --set parallel.mesh.context=1
---set parallel.cpu_devices=1 (the base grids' cache key leaves the layout out, so it still hits).
+--set changes the run config of training and every eval, e.g. a context-parallel mesh instead of the
+preset's one device: --set attention.strategy=ring --set parallel.mesh.context=4 (the base grids'
+cache key leaves the layout out, so it still hits).
 
 Full size takes hours on 2 CPU cores (the preset's header says where the time goes); --size small
 runs the same phases in minutes.

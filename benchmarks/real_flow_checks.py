@@ -125,8 +125,10 @@ def main() -> None:
                   f"({r['loss_delta']:+.4f} nats/token)")
     path.write_text(json.dumps(record, indent=1) + "\n")  # the grids and short stand before ppl runs
     t2 = time.perf_counter()
+    base = ev.base_ppl(a.model.resolve(), ppl_files, s["ppl_lengths"], config=a.config, overrides=overrides,
+                       out=out / "ppl-base", console=console, progress=False, cache=a.cache, key=grids["cache_key"])
     ppl = ev.run_ppl(a.model.resolve(), tuned, ppl_files, s["ppl_lengths"], config=a.config, overrides=overrides,
-                     out=out / "ppl", console=console, progress=False, cache=a.cache, key=grids["cache_key"])
+                     out=out / "ppl", console=console, progress=False, base=base)
     times["ppl_s"] = round(time.perf_counter() - t2, 1)
     record["machine"]["after"] = machine()
     record["reserved_ppl"] = {"texts": [p.name for p in ppl_files], "chars": a.ppl_chars, "ppl": ev.ppl_figures(ppl)}

@@ -10,10 +10,11 @@ benchmarks/real_flow.py call `run_tune_flow`:
    passages held out for `bookft eval short`; the first characters of each held-out document go to
    OUT/ppl-text/ (perplexity over whole books at 4K costs hours on 2 CPU cores);
 3. base grids (niah, multikey, vartrack, and multiquery: the transfer task, never trained on), by
-   generation, on held-out haystacks; cached under base_cache (bookft/tune_flow_evals.py);
+   generation, on held-out haystacks, and base perplexity; cached under base_cache
+   (bookft/tune_flow_evals.py);
 4. train the preset (configs/smollm2-135m-books.yaml) on OUT/corpus in OUT/run; export the merged
    model to OUT/tuned-model;
-5. the tuned grids; perplexity and the short-context check with base and tuned in one call each;
+5. the tuned grids; tuned perplexity beside base's; the short-context check (base and tuned);
    compare pages per task and OUT/report.html; OUT/summary.json.
 
 Design choices:
@@ -271,16 +272,18 @@ def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], 
                     if k in ("lengths", "depths", "seeds", "tasks", "ppl_chars")}
     key = ev.cache_key(model_dir, key_settings, cfg, list(heldout)) if base_cache else None
     console.rule("[bold]2/5 eval: the base model")
-    base = _timed(times, "eval_base_s", ev.grids, model_dir, s, out / "eval-base",
-                  cache=Path(base_cache) if base_cache else None, key=key, **grid_kw)
+    cache = Path(base_cache) if base_cache else None
+    base = _timed(times, "eval_base_s", ev.grids, model_dir, s, out / "eval-base", cache=cache, key=key, **grid_kw)
+    base_ppl = _timed(times, "ppl_base_s", ev.base_ppl, model_dir, texts["ppl"], s.ppl_lengths, config=config,
+                      overrides=overrides, out=out / "eval-base" / "ppl", console=console, progress=progress,
+                      cache=cache, key=key)
     result, run = _timed(times, "train_s", train_run, cfg, out, console, progress, resume)
     tuned_dir = _timed(times, "export_s", export, run, out)
     console.rule("[bold]4/5 eval: the tuned model")
     tuned = _timed(times, "eval_tuned_s", ev.grids, tuned_dir, s, out / "eval-tuned", cache=None, key=None,
                    **grid_kw)
     ppl = _timed(times, "ppl_s", ev.run_ppl, model_dir, tuned_dir, texts["ppl"], s.ppl_lengths, config=config,
-                 overrides=overrides, out=out / "eval-ppl", console=console, progress=progress,
-                 cache=Path(base_cache) if base_cache else None, key=key)
+                 overrides=overrides, out=out / "eval-ppl", console=console, progress=progress, base=base_ppl)
     short = _timed(times, "short_s", ev.run_short, model_dir, tuned_dir, out / "heldout-corpus", s,
                    out=out / "eval-short", console=console)
     console.rule("[bold]5/5 report")

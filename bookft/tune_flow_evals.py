@@ -1,5 +1,6 @@
 """The evals of the tune flow (bookft/tune_flow.py): the RULER grids per task, the base grids' cache,
-perplexity and the short-context check (base and tuned in one call each), the base-vs-tuned pages.
+perplexity (base scored once and cached, tuned beside it), the short-context check (base and tuned in
+one call), the base-vs-tuned pages.
 
 Design choices:
 - Every grid is `bookft eval niah` as a library call (bookft.eval.entry.evaluate) with the run
@@ -14,6 +15,9 @@ Design choices:
   release that writes another tokenizer for the same GGUF keys its own grids. Each run draws its own
   heatmap and page from the cached figures, so its reports stand alone; the cache is a few KB per
   task.
+- Base perplexity is cached the same way, one file per lengths and texts beside the grids
+  (cache/<key>/ppl-base-<lengths>-<texts' hash>.json); the flow scores it with the base grids, so its
+  tuned phase loads only the tuned model.
 - report.html links one compare page per task (bookft.eval.report.compare_reports) and carries the
   per-length, per-depth table, the perplexity and the short-context figures.
 """
@@ -121,31 +125,46 @@ def grids(model_dir: Path, s, out_root: Path, *, cache: Path | None, key: str | 
     return res
 
 
-def run_ppl(model_dir: Path, tuned_dir: Path, texts: list[Path], lengths, *, config: Path, overrides: list[str],
-            out: Path, console: Console, progress: bool, cache: Path | None = None, key: str | None = None) -> dict:
-    """Base and tuned perplexity in one report; with `cache`, base's scores are reused from (or
-    stored in) cache/<key>/ppl-base-<lengths>-<hash of the texts>.json."""
+def ppl_cache_file(cache: Path, key: str, texts: list[Path], lengths) -> Path:
+    """cache/<key>/ppl-base-<lengths>-<hash of the texts>.json: base perplexity on these texts."""
+    h = hashlib.sha256()
+    for p in texts:
+        h.update(hashlib.sha256(Path(p).read_bytes()).digest())
+    return cache / key / f"ppl-base-{'-'.join(map(str, sorted(set(lengths))))}-{h.hexdigest()[:12]}.json"
+
+
+def base_ppl(model_dir: Path, texts: list[Path], lengths, *, config: Path | None, overrides: list[str], out: Path,
+             console: Console, progress: bool, cache: Path | None = None, key: str | None = None) -> dict:
+    """The base model's perplexity as a record that `run_ppl(base=)` reuses (ppl_entry.subject_record):
+    from cache/<key>/ when it holds these texts and lengths, else scored (report in `out`) and stored."""
     from bookft.eval.ppl_entry import evaluate_ppl, subject_record
 
-    console.rule("[bold]eval ppl: base and tuned")
-    lengths = sorted(set(lengths))
-    hit = None
-    if cache is not None:
-        h = hashlib.sha256()
-        for p in texts:
-            h.update(hashlib.sha256(Path(p).read_bytes()).digest())
-        hit = cache / key / f"ppl-base-{'-'.join(map(str, lengths))}-{h.hexdigest()[:12]}.json"
-    reuse = {"base": json.loads(hit.read_text(encoding="utf-8"))} if hit is not None and hit.is_file() else None
-    if reuse:
+    hit = ppl_cache_file(cache, key, texts, lengths) if cache is not None else None
+    if hit is not None and hit.is_file():
         console.print(f"[green]base perplexity[/]: cached in {hit}")
-    res = evaluate_ppl(models=[str(model_dir), str(tuned_dir)], checkpoints=[], names=["base", "tuned"],
-                       texts=[str(p) for p in texts], corpus=None, lengths=lengths, stride=None, out=out,
+        return json.loads(hit.read_text(encoding="utf-8"))
+    console.rule("[bold]eval ppl: base")
+    res = evaluate_ppl(models=[str(model_dir)], checkpoints=[], names=["base"], texts=[str(p) for p in texts],
+                       corpus=None, lengths=sorted(set(lengths)), stride=None, out=out,
                        config=str(config) if config is not None else None, overrides=overrides, console=console,
-                       progress=progress, reuse=reuse)
-    if hit is not None and reuse is None:
+                       progress=progress)
+    record = subject_record(res, "base")
+    if hit is not None:
         hit.parent.mkdir(parents=True, exist_ok=True)
-        hit.write_text(json.dumps(subject_record(res, "base"), indent=1), encoding="utf-8")
-    return res
+        hit.write_text(json.dumps(record, indent=1), encoding="utf-8")
+    return record
+
+
+def run_ppl(model_dir: Path, tuned_dir: Path, texts: list[Path], lengths, *, config: Path | None,
+            overrides: list[str], out: Path, console: Console, progress: bool, base: dict | None = None) -> dict:
+    """Base and tuned perplexity in one report; `base` (a base_ppl record) is reused, not scored again."""
+    from bookft.eval.ppl_entry import evaluate_ppl
+
+    console.rule("[bold]eval ppl: " + ("tuned (base scored before)" if base else "base and tuned"))
+    return evaluate_ppl(models=[str(model_dir), str(tuned_dir)], checkpoints=[], names=["base", "tuned"],
+                        texts=[str(p) for p in texts], corpus=None, lengths=sorted(set(lengths)), stride=None,
+                        out=out, config=str(config) if config is not None else None, overrides=overrides,
+                        console=console, progress=progress, reuse={"base": base} if base else None)
 
 
 def run_short(model_dir: Path, tuned_dir: Path, corpus: Path, s, *, out: Path, console: Console) -> dict:

@@ -176,7 +176,8 @@ def test_a_corpus_without_held_out_documents_gives_all_of_them(setup, words_corp
 
 
 def test_a_reused_subject_is_not_scored_again_and_reports_the_same(setup, tmp_path, monkeypatch):
-    """The tune flow's cached base perplexity (tune_flow_evals.run_ppl): stored once, reused after."""
+    """The tune flow's cached base perplexity (tune_flow_evals.base_ppl, then run_ppl(base=)): scored
+    alone and stored once, reused after, and the report equals one that scored both models."""
     from rich.console import Console
 
     from bookft import tune_flow_evals as ev
@@ -191,19 +192,24 @@ def test_a_reused_subject_is_not_scored_again_and_reports_the_same(setup, tmp_pa
         return real(ck, md, *a)
 
     monkeypatch.setattr(ppl_entry, "load_on_mesh", spy)
-    kw = {"config": None, "overrides": [], "console": Console(quiet=True), "progress": False,
-          "cache": tmp_path / "cache", "key": "k"}
-    first = ev.run_ppl(root / "base", root / "tuned", files, (128, 64), out=tmp_path / "a", **kw)
+    kw = {"config": None, "overrides": [], "console": Console(quiet=True), "progress": False}
+    both = ev.run_ppl(root / "base", root / "tuned", files, (128, 64), out=tmp_path / "both", **kw)
+    assert loaded == [str(root / "base"), str(root / "tuned")]
+    cache = {"cache": tmp_path / "cache", "key": "k"}
+    base = ev.base_ppl(root / "base", files, (128, 64), out=tmp_path / "a", **kw, **cache)
     stored = list((tmp_path / "cache" / "k").glob("ppl-base-64-128-*.json"))
-    assert len(stored) == 1 and loaded == [str(root / "base"), str(root / "tuned")]
-    again = ev.run_ppl(root / "base", root / "tuned", files, (64, 128), out=tmp_path / "b", **kw)
-    assert loaded[2:] == [str(root / "tuned")]  # base came from the cache
+    assert len(stored) == 1 and loaded[2:] == [str(root / "base")]
+    assert ev.base_ppl(root / "base", files, (64, 128), out=tmp_path / "a2", **kw, **cache) == json.loads(
+        stored[0].read_text())
+    assert loaded[3:] == []  # the second call read the cache
+    again = ev.run_ppl(root / "base", root / "tuned", files, (64, 128), out=tmp_path / "b", base=base, **kw)
+    assert loaded[3:] == [str(root / "tuned")]  # base came from the record
     for key in ("ppl", "loss", "tokens", "windows", "loss_by_position"):
-        assert again[key] == json.loads(json.dumps(first[key])), key
-    assert again["models"]["base"] == first["models"]["base"]  # its timing included: the stored record
+        assert again[key] == json.loads(json.dumps(both[key])), key
+    assert again["models"]["base"] == json.loads(stored[0].read_text())["info"]  # the stored record
     assert "Perplexity by window length" in (tmp_path / "b" / "report.html").read_text()
-    ev.run_ppl(root / "base", root / "tuned", files[:1], (64, 128), out=tmp_path / "c", **kw)
-    assert loaded[3:] == [str(root / "base"), str(root / "tuned")]  # other texts: scored anew
+    ev.base_ppl(root / "base", files[:1], (64, 128), out=tmp_path / "c", **kw, **cache)
+    assert loaded[4:] == [str(root / "base")]  # other texts: scored anew
     with pytest.raises(EvalError, match="reused scores are at lengths"):
         ppl_entry.evaluate_ppl(models=[str(root / "base")], checkpoints=[], names=["base"],
                                texts=[str(files[0])], corpus=None, lengths=[64], stride=None, out=tmp_path / "d",
