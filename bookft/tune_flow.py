@@ -77,7 +77,7 @@ SIZES = {
     "full": FlowSettings(size="full", lengths=(2048, 4096), seeds=(0, 1, 2, 3, 4), ppl_lengths=(1024, 2048, 4096),
                          rate=0.8, kind_shares=(0.45, 0.1, 0.45), task_distractors=7,
                          example_lengths=(1024, 2048, 4096),
-                         length_shares=(0.2, 0.3, 0.5), depth_beta=(0.6, 1.0)),
+                         length_shares=(0.2, 0.3, 0.5)),
     "small": FlowSettings(size="small", lengths=(256, 512), seeds=(0,), ppl_lengths=(256, 512), ppl_chars=6_000,
                           short_docs=6, short_chars=1_000, short_tokens=256, doc_chars=120_000, steps=8,
                           overrides=SMALL_ATTENTION),
