@@ -62,7 +62,6 @@ class FlowSettings:
     # synthesized sequences per length: a sequence of 4,096 tokens holds four examples of 1,024
     example_lengths: tuple[int, ...] = ()
     length_shares: tuple[float, ...] = ()
-    depth_beta: tuple[float, float] = (1.0, 1.0)  # the examples' needle depths (retrieval.depth_beta)
     ppl_chars: int = 40_000  # first characters of each held-out document scored by perplexity
     short_docs: int = 12  # held-out passages for `bookft eval short`
     short_chars: int = 1_500
@@ -183,7 +182,6 @@ def ingest(model_dir: Path, texts: dict, heldout: list[Path], out: Path, s: Flow
                     "retrieval": {"rate": s.rate, "lengths": list(s.example_lengths or s.lengths),
                                   "length_shares": list(s.length_shares), "kinds": list(s.train_kinds),
                                   "kind_shares": list(s.kind_shares), "task_distractors": s.task_distractors,
-                                  "depth_beta": list(s.depth_beta),
                                   "chat_template": None, "context_weight": 0.0, "answer_weight": 1.0,
                                   "corpus_weight": 1.0, "seed": seed}}, console, progress)
     sources = [{"path": str(p)} for p in heldout] + [{"path": str(out / "short-text"), "name": "short"}]

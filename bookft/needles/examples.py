@@ -113,7 +113,7 @@ _TASK: dict = {}  # the last (value_digits, phrasing, seed) -> its eval task (re
 
 
 def _magic(rng, pool: DocumentPool, cfg: RetrievalConfig, seed: int):
-    depth_percent = cfg.draw_depth(rng)
+    depth_percent = float(rng.uniform(0, 100))
     if cfg.edge_depth and rng.random() < cfg.edge_depth:  # retrieval.edge_depth (no draw when 0)
         depth_percent = 0.0 if rng.random() < 0.5 else 100.0
     key = (cfg.value_digits, cfg.phrasing, seed)

@@ -49,10 +49,6 @@ class RetrievalConfig:
     # ... only in examples of at least this many tokens (0: all): keeps the short examples, where a
     # small model first finds the copy, as they are (edge needles there stalled that in two runs)
     edge_from: int = 0
-    # the needle's depth in the RULER kinds and magic_number examples: Beta(a, b) over the context
-    # ((1, 1): uniform). a < 1 puts more needles near the start, where a small model's retrieval is
-    # weakest (a later distractor or hop stands between the fact and the question)
-    depth_beta: tuple[float, float] = (1.0, 1.0)
     # magic_number needles per example, one count per entry of `lengths` (() = 1 each): with n > 1 an
     # example holds n facts with distinct keys at independent depths, each asked once at the end (in a
     # random order) and no earlier askings: n far copies per example instead of one far and several
@@ -96,8 +92,6 @@ class RetrievalConfig:
             raise ConfigError(f"retrieval.min_context is a fraction in (0, 1], got {self.min_context}")
         if not 0.0 <= self.edge_depth <= 1.0:
             raise ConfigError(f"retrieval.edge_depth is a fraction in [0, 1], got {self.edge_depth}")
-        if len(self.depth_beta) != 2 or min(self.depth_beta) <= 0:
-            raise ConfigError(f"retrieval.depth_beta: two positive shapes [a, b], got {list(self.depth_beta)}")
         if self.edge_from < 0:
             raise ConfigError(f"retrieval.edge_from is a length in tokens (>= 0), got {self.edge_from}")
         if not 0.0 <= self.ask_from < 1.0:
@@ -106,10 +100,3 @@ class RetrievalConfig:
             raise ConfigError(f"retrieval.questions must be >= 1, got {self.questions}")
         if not 1 <= self.value_digits <= 32:
             raise ConfigError(f"retrieval.value_digits must be in 1..32, got {self.value_digits}")
-
-    def draw_depth(self, rng) -> float:
-        """A needle depth in percent of the context, from depth_beta (uniform: the draw it always was)."""
-        a, b = self.depth_beta
-        if a == b == 1.0:
-            return float(rng.uniform(0.0, 100.0))
-        return float(100.0 * rng.beta(a, b))

@@ -42,7 +42,7 @@ def task_example(tok, model_tok: ModelTokenizer, rng: np.random.Generator, pool:
     spec = NeedleSpec(task=kind, phrasing=cfg.phrasing, value_digits=cfg.value_digits,
                       num_distractors=cfg.task_distractors, num_values=cfg.task_values,
                       num_queries=cfg.task_queries, num_hops=cfg.task_hops)
-    depth = cfg.draw_depth(rng)
+    depth = float(rng.uniform(0.0, 100.0))
     task = make_task(spec, seed, depth)
     window = clean_text(pool.window(rng, room * 8))
     if cfg.scrub_digits:

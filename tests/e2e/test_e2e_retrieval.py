@@ -160,22 +160,6 @@ def test_edge_depth_puts_needles_at_the_edges(material):
     assert not any(d in (0.0, 1.0) for d in plain)
 
 
-def test_depth_beta_skews_needles_toward_the_start(material):
-    from bookft.needles.examples import _magic
-
-    docs, _ = material
-    uniform = RetrievalConfig(rate=0.5)
-    assert uniform.draw_depth(np.random.default_rng(7)) == float(np.random.default_rng(7).uniform(0.0, 100.0))
-    skewed = from_dict(RetrievalConfig, {"rate": 0.5, "depth_beta": [0.5, 1.0]}, "retrieval")
-    assert skewed.depth_beta == (0.5, 1.0)
-    depths = np.array([skewed.draw_depth(np.random.default_rng(s)) for s in range(2000)])
-    # Beta(0.5, 1): P(depth < 20%) = sqrt(0.2) = 0.447, P(depth > 80%) = 1 - sqrt(0.8) = 0.106
-    assert abs((depths < 20).mean() - 0.447) < 0.04 and abs((depths > 80).mean() - 0.106) < 0.03
-    assert 0.0 <= depths.min() and depths.max() <= 100.0
-    got = [_magic(np.random.default_rng(s), DocumentPool(docs), skewed, 1)[2] for s in range(5)]
-    assert got == [skewed.draw_depth(np.random.default_rng(s)) / 100.0 for s in range(5)]
-
-
 def test_edge_from_keeps_short_examples_uniform(material, monkeypatch):
     import bookft.needles.examples as retrieval
 
@@ -197,7 +181,6 @@ def test_edge_from_keeps_short_examples_uniform(material, monkeypatch):
 @pytest.mark.parametrize("bad", [{"rate": 1.0}, {"lengths": [32]}, {"length_shares": [1.0]},
                                  {"kinds": []}, {"context_weight": -1.0},
                                  {"questions": 0}, {"ask_from": 1.0}, {"edge_depth": 1.5}, {"edge_from": -1},
-                                 {"depth_beta": [0.0, 1.0]}, {"depth_beta": [1.0]},
                                  {"needles": [2]}, {"lengths": [256, 512], "needles": [1, 0]}])
 def test_config_errors(bad):
     with pytest.raises(ConfigError):
