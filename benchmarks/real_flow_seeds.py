@@ -17,7 +17,6 @@ pooled table.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import time
@@ -78,7 +77,7 @@ def main() -> None:
     from bookft import tune_flow_evals as ev
     from bookft.eval.report import load_results
     from bookft.train.config import load_run_config
-    from bookft.tune_flow import settings_for
+    from bookft.tune_flow import base_key_settings, settings_for
 
     console = Console()
     run = a.run.resolve()
@@ -96,9 +95,7 @@ def main() -> None:
     overrides = [f"model.hf_path={model}", f"data.seq_len={max(s['lengths'])}", *s["overrides"]]
     settings = settings_for(s["size"], {"lengths": tuple(s["lengths"]), "depths": tuple(s["depths"]),
                                         "seeds": tuple(seeds), "tasks": tuple(tasks)})
-    key_settings = {k: v for k, v in dataclasses.asdict(settings).items()
-                    if k in ("lengths", "depths", "seeds", "tasks", "ppl_chars")}
-    key = ev.cache_key(model, key_settings, load_run_config(a.config, overrides), heldout)
+    key = ev.cache_key(model, base_key_settings(settings), load_run_config(a.config, overrides), heldout)
     kw = {"config": a.config, "overrides": overrides, "haystack": run / "heldout-corpus", "console": console,
           "progress": False}
     load_before, t0 = machine(), time.perf_counter()

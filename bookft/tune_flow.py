@@ -95,6 +95,11 @@ def settings_for(size: str, changes: dict | None = None) -> FlowSettings:
     return dataclasses.replace(SIZES[size], **(changes or {}))
 
 
+def base_key_settings(s: FlowSettings) -> dict[str, Any]:
+    """The flow settings that the base evals' cache key holds (tune_flow_evals.cache_key)."""
+    return {k: v for k, v in dataclasses.asdict(s).items() if k in ("lengths", "depths", "seeds", "tasks", "ppl_chars")}
+
+
 def cut_text(text: str, start: int, n: int) -> str:
     """About n characters of text from `start`, ended at a space."""
     piece = text[start:start + n]
@@ -270,9 +275,7 @@ def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], 
         ensure_cpu_devices(cfg.parallel.cpu_devices)  # before jax starts its backend
     grid_kw = {"config": config, "overrides": overrides, "haystack": out / "heldout-corpus", "console": console,
                "progress": progress}
-    key_settings = {k: v for k, v in dataclasses.asdict(s).items()
-                    if k in ("lengths", "depths", "seeds", "tasks", "ppl_chars")}
-    key = ev.cache_key(model_dir, key_settings, cfg, list(heldout)) if base_cache else None
+    key = ev.cache_key(model_dir, base_key_settings(s), cfg, list(heldout)) if base_cache else None
     console.rule("[bold]2/5 eval: the base model")
     cache = Path(base_cache) if base_cache else None
     base = _timed(times, "eval_base_s", ev.grids, model_dir, s, out / "eval-base", cache=cache, key=key, **grid_kw)
