@@ -8,7 +8,8 @@ Layout (see CONTRACTS.md):
 Design choices:
 - A build writes into `versions/.tmp-PID-RAND/`, fsyncs every file, renames it to the next
   `versions/NNNN` and then switches `current`; a kill -9 at any point leaves the previous version
-  and `current` intact (leftover `.tmp-*` folders are removed by the next build).
+  and `current` intact (leftover `.tmp-*` folders are removed by the next build or refresh, which
+  names them: `clean_stale`).
 - Arrow data is streamed: record batches go straight into the shards of the standard layout that
   `datasets.load_from_disk` opens (the layout `save_to_disk` writes), as they are produced; nothing
   is read back and nothing holds the whole corpus in memory.
@@ -26,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from bookft.corpus import hf_features
+from bookft.corpus.crash import crash_point
 from bookft.errors import CorpusError
 
 FORMAT = "bookft-corpus/1"
@@ -42,22 +44,30 @@ def check_corpus_dir(root: Path) -> None:
                               "current); choose another --out or empty the folder")
 
 
-def clean_stale(root: Path) -> None:
+def clean_stale(root: Path) -> list[str]:
+    """Remove what dead builds left: staging folders `versions/.tmp-PID-*` (half-pruned versions
+    `versions/.tmp-PID-prune-NNNN` included) of processes no longer alive, and `current.tmp-*` links.
+    Returns what was removed, one line each (runs log it)."""
     vdir = root / "versions"
+    removed: list[str] = []
     if not vdir.is_dir():
-        return
-    for name in os.listdir(vdir):
+        return removed
+    for name in sorted(os.listdir(vdir)):
         if name.startswith(".tmp-"):
             pid = name.split("-")[1]
             if pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):
                 continue
+            what = "half-pruned version" if "-prune-" in name else "staging folder"
             shutil.rmtree(vdir / name, ignore_errors=True)
-    for name in os.listdir(root):
+            removed.append(f"versions/{name} ({what} of a dead process {pid})")
+    for name in sorted(os.listdir(root)):
         if name.startswith("current.tmp-"):
             try:
                 os.unlink(root / name)
+                removed.append(f"{name} (link of a publish that died)")
             except OSError:
                 pass
+    return removed
 
 
 def _alive(pid: int) -> bool:
@@ -111,6 +121,7 @@ def publish(root: Path, staged: Path, version: int | None = None) -> Path:
     os.symlink(os.path.join("versions", final.name), tmp_link)
     os.replace(tmp_link, root / "current")
     _fsync_dir(root)
+    crash_point("published")  # `current` moved, nothing else done yet
     return final
 
 

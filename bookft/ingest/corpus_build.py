@@ -11,9 +11,10 @@ Design choices:
      extraction and token caches as it goes (ingest/example_writer.py);
   3. the final pass builds the sources plus the examples with the plain pass's tokenizer, and is
      the one version published.
-  `current` therefore never points at a version without the examples its definition asks for, and
-  a kill -9 anywhere leaves `current` as it was; a rerun reproduces the same files (they depend on
-  retrieval.seed and the documents only) and reads its caches.
+  `current` therefore never points at a version without the examples its definition asks for:
+  retrieval.json is written into the staged version and sealed with it (corpus/integrity.py), and
+  a kill -9 anywhere leaves `current` as it was or on the complete new version; a rerun reproduces
+  the same files (they depend on retrieval.seed and the documents only) and reads its caches.
 - The examples' files are not sources of the definition: the manifest's `source_hashes` leaves them
   out (a refresh compares the definition's sources), and `per_kind` counts them as `synthesized`.
 """
@@ -25,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bookft.corpus.integrity import recover
+from bookft.corpus.store import check_corpus_dir, clean_stale, write_json
 from bookft.errors import IngestError
 from bookft.ingest.example_writer import BuildCache, synthesize
 from bookft.ingest.phases import build_pass
@@ -53,30 +56,50 @@ def loss_weights_fn(tok, cfg: RetrievalConfig):
     return weights
 
 
-def build_corpus(cfg, progress=None, *, sources: list[tuple] | None = None, before_publish=None) -> dict:
+def prepare(root: Path) -> list[str]:
+    """What every build and refresh does first: refuse a folder that is not a corpus, remove what dead
+    runs left (staging folders, half-pruned versions) and broken versions (corpus/integrity.py).
+    Returns one line per thing removed."""
+    check_corpus_dir(root)
+    root.mkdir(parents=True, exist_ok=True)
+    return clean_stale(root) + recover(root)
+
+
+def build_corpus(cfg, progress=None, *, sources: list[tuple] | None = None, before_publish=None,
+                 prepared: bool = False) -> dict:
     """Build the definition `cfg` (plus `sources` named on the command line) and publish one version;
-    returns its manifest (with a `retrieval` summary when examples were synthesized). `before_publish`
-    is build_pass's: it sees the version that would be published, and may veto it."""
+    returns its manifest (with a `retrieval` summary when examples were synthesized, and `cleaned`:
+    what `prepare` removed; `prepared=True`: the caller ran it). `before_publish` is build_pass's: it
+    sees the version that would be published, and may veto it."""
+    cleaned = [] if prepared else prepare(Path(cfg.out))
     if cfg.retrieval.rate <= 0:
-        return build_pass(cfg, progress, sources=sources, before_publish=before_publish)
+        return {**build_pass(cfg, progress, sources=sources, before_publish=before_publish), "cleaned": cleaned}
     sources = list(sources or [])
     material: dict = {}
+    plain_work: dict = {}
 
     def synthesis_phase(staged: Path, plain: dict) -> bool:
+        plain_work.update(plain["work"])
         material.update(_synthesize(cfg, progress, staged, plain))
         return False  # the plain pass is material, never a version of its own
 
     build_pass(cfg, progress, sources=sources, before_publish=synthesis_phase)
     tok = material.pop("tokenizer")
     files = material.pop("files")
+
+    def complete(staged: Path, manifest: dict) -> bool:
+        # the documents extracted by either pass (the final one reads the plain pass's cache)
+        manifest["work"]["documents_extracted"] += plain_work.get("documents_extracted", 0)
+        if before_publish is not None and not before_publish(staged, manifest):
+            return False
+        write_json(staged / "retrieval.json", material)  # part of the version before it is visible
+        return True
+
     final = build_pass(cfg, progress, sources=sources, unmixed=[(str(f), "jsonl", f.stem) for f in files],
                        loss_weights=loss_weights_fn(tok, cfg.retrieval), tokenizer=(tok, material.pop("origin")),
-                       before_publish=before_publish)
-    if final["path"] is not None:
-        tmp = Path(final["path"]) / ".retrieval.json.tmp"
-        tmp.write_text(json.dumps(material, indent=1))
-        tmp.replace(Path(final["path"]) / "retrieval.json")
+                       before_publish=complete)
     final["retrieval"] = material
+    final["cleaned"] = cleaned
     return final
 
 

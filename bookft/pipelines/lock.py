@@ -3,8 +3,9 @@
 Design choices:
 - The lock is `fcntl.flock` on CORPUS_DIR/runs/lock. The kernel drops it when the holder dies
   (kill -9, OOM, reboot), so a killed run's lock is never stale: the next run simply takes it over
-  and logs the previous holder it replaced. The file's text (pid, host, pipeline, start time) only
-  serves the "locked by ..." message. flock works on local filesystems and NFSv4; on a shared
+  and logs the previous holder it replaced. The file's text (pid, host, pipeline, start time, run
+  id, the version being published) serves the "locked by ..." message and the record the next
+  run writes for a holder that died (runlog.py `log_dead_run`). flock works on local filesystems and NFSv4; on a shared
   volume (Kubernetes) also set `concurrencyPolicy: Forbid` (see pipelines/deploy/).
 """
 
@@ -32,11 +33,13 @@ class RunLock:
     """`with RunLock(corpus_dir, pipeline, wait=False):` holds the corpus's refresh lock."""
 
     def __init__(self, corpus_dir: Path, pipeline: str, *, wait: bool = False, timeout: float | None = None,
-                 poll: float = 0.2) -> None:
+                 poll: float = 0.2, run_id: str | None = None) -> None:
         self.path = Path(corpus_dir) / "runs" / "lock"
         self.pipeline, self.wait, self.timeout, self.poll = pipeline, wait, timeout, poll
+        self.run_id = run_id
         self.fd: int | None = None
         self.previous: dict = {}  # what the lock file said before we took it (a killed run's holder)
+        self.info: dict = {}
 
     def holder(self) -> dict:
         try:
@@ -63,11 +66,21 @@ class RunLock:
                 time.sleep(self.poll)
         self.fd = fd
         self.previous = self.holder()
-        info = {"pid": os.getpid(), "host": socket.gethostname(), "pipeline": self.pipeline,
-                "started": datetime.now(UTC).isoformat(timespec="seconds")}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(info).encode(), 0)
+        self.info = {"pid": os.getpid(), "host": socket.gethostname(), "pipeline": self.pipeline,
+                     "started": datetime.now(UTC).isoformat(timespec="seconds"), "run_id": self.run_id}
+        self._write()
         return self
+
+    def _write(self) -> None:
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, json.dumps(self.info).encode(), 0)
+        os.fsync(self.fd)
+
+    def note(self, **fields) -> None:
+        """Add to what the lock file says (the version being published): a dead run's record."""
+        if self.fd is not None:
+            self.info.update(fields)
+            self._write()
 
     def __exit__(self, *exc) -> None:
         if self.fd is not None:

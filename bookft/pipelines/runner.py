@@ -23,9 +23,16 @@ Exit codes (for schedulers to alert on):
 A kill -9 at any point leaves `current` on the previous version (build_corpus writes aside and
 renames); the next run takes over the lock and reuses every cached extraction.
 
-Test hook: BOOKFT_TEST_CRASH_AT=extract|pack|write|synthesize|publish|prune makes the run
-os._exit(137) at that point (after the first fresh extraction, before packing, mid-write, after the
-first batch of synthesized examples, just before the rename, after the rename but before pruning).
+Every run, "unchanged" ones included, first cleans what a dead run left and names each thing in
+its record (`cleaned`): staging folders and half-pruned versions, a broken version (checked against
+its manifest's inventory: corpus/integrity.py; removed, so this run rebuilds it), leases no longer
+held, the lock of a dead run (whose log record it writes when the dead run wrote none: `killed`,
+with the version it published if it got that far); and every run applies `retention`.
+
+Test hook: BOOKFT_TEST_CRASH_AT=extract|pack|write|synthesize|publish|published|prune|pruning makes
+the run os._exit(137) at that point (after the first fresh extraction, before packing, mid-write,
+after the first batch of synthesized examples, just before the rename, right after `current` moved,
+after the publish but before pruning, inside pruning with a version half deleted).
 """
 
 from __future__ import annotations
@@ -40,21 +47,18 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bookft.corpus.crash import CRASH_ENV, crash_point
+from bookft.corpus.lease import sweep
 from bookft.corpus.store import check_corpus_dir, version_numbers
 from bookft.errors import BookftError, ConfigError, CorpusError, PipelineError
 from bookft.pipelines.config import PipelineConfig, load_pipeline
 from bookft.pipelines.lock import Locked, RunLock, leased_versions
 from bookft.pipelines.plan import plan_refresh
-from bookft.pipelines.runlog import append_record, write_status_file
+from bookft.pipelines.runlog import append_record, log_dead_run, write_status_file
 from bookft.pipelines.validate import validate_version
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_LOCKED, EXIT_PARTIAL, EXIT_POST_FAILED = 0, 1, 2, 3, 4, 5
-CRASH_ENV = "BOOKFT_TEST_CRASH_AT"
-
-
-def crash_point(name: str) -> None:
-    if os.environ.get(CRASH_ENV) == name:
-        os._exit(137)
+__all__ = ["CRASH_ENV", "crash_point", "run_pipeline", "refresh", "prune_versions"]
 
 
 class RunProgress:
@@ -101,6 +105,8 @@ def prune_versions(root: Path, retention: int) -> list[str]:
             continue
         aside = root / "versions" / f".tmp-{os.getpid()}-prune-{name}"
         os.rename(root / "versions" / name, aside)
+        shutil.rmtree(aside / "sequences", ignore_errors=True)
+        crash_point("pruning")  # a version half deleted, aside
         shutil.rmtree(aside, ignore_errors=True)
         removed.append(name)
     return removed
@@ -136,9 +142,12 @@ def in_process_extract(plan, icfg) -> bool:
         return False
 
 
-def refresh(p: PipelineConfig, icfg, record: dict, progress=None) -> int:
+def refresh(p: PipelineConfig, icfg, record: dict, progress=None, lock: RunLock | None = None) -> int:
     """The locked part of a run; fills `record` and returns the exit code."""
+    from bookft.ingest.corpus_build import prepare
+
     root = Path(icfg.out)
+    record.setdefault("cleaned", []).extend(prepare(root) + sweep(root))
     plan = plan_refresh(icfg)
     prev = plan.previous
     record["previous_version"] = prev.get("version") if prev else None
@@ -154,6 +163,7 @@ def refresh(p: PipelineConfig, icfg, record: dict, progress=None) -> int:
         record["counts"]["failed_sources"] = len(failed)
         record["result"] = "unchanged"
         record["detail"] = "no source or setting changed: nothing extracted, nothing published"
+        record["pruned"] = prune_versions(root, p.retention)  # a dead run may have published and not pruned
         return EXIT_PARTIAL if failed else EXIT_OK
 
     if in_process_extract(plan, icfg):
@@ -169,12 +179,14 @@ def refresh(p: PipelineConfig, icfg, record: dict, progress=None) -> int:
         checked.update(validate_version(staged, manifest, prev, p.validate_))
         if _same_data(manifest, prev):
             return False
+        if lock is not None:  # if this run dies from here on, the next one logs what it published
+            lock.note(publishing=manifest["version"])
         crash_point("publish")
         return True
 
     from bookft.ingest.corpus_build import build_corpus
 
-    m = build_corpus(icfg, RunProgress(progress), before_publish=before_publish)
+    m = build_corpus(icfg, RunProgress(progress), before_publish=before_publish, prepared=True)
     failed = _failed_sources(m["sources"])
     record["counts"]["documents_extracted"] = m["work"].get("documents_extracted", 0)
     record["counts"]["failed_sources"] = len(failed)
@@ -184,6 +196,7 @@ def refresh(p: PipelineConfig, icfg, record: dict, progress=None) -> int:
     if m["path"] is None:
         record["result"] = "unchanged"
         record["detail"] = "sources changed but the built data is identical to current: nothing published"
+        record["pruned"] = prune_versions(root, p.retention)
         return EXIT_PARTIAL if failed else EXIT_OK
     record["version"] = m["version"]
     record["path"] = m["path"]
@@ -220,10 +233,14 @@ def run_pipeline(path: str | Path, *, wait: bool = False, wait_timeout: float | 
     record["pipeline"] = p.name
     record["corpus"] = str(root)
     try:
-        with RunLock(root, p.name, wait=wait, timeout=wait_timeout) as lock:
+        with RunLock(root, p.name, wait=wait, timeout=wait_timeout, run_id=record["run_id"]) as lock:
             if lock.previous.get("pid"):
-                record["took_over_lock_from"] = lock.previous
-            code = refresh(p, icfg, record, progress)
+                prev = lock.previous
+                record["took_over_lock_from"] = prev
+                record["cleaned"] = [f"runs/lock (held by pid {prev.get('pid')} on {prev.get('host')}, pipeline "
+                                     f"{prev.get('pipeline')}, since {prev.get('started')}, which died): taken over"]
+                log_dead_run(root, prev, record["run_id"])
+            code = refresh(p, icfg, record, progress, lock)
     except Locked as e:
         record.update(result="locked", error=str(e))
         code = EXIT_LOCKED

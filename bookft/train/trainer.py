@@ -312,17 +312,18 @@ class Trainer:
             return TrainResult(self.run_dir, step, losses, interrupted=True, tokens_per_s=tps,
                                curriculum_steps=self._stages())
         finally:
-            if lease is not None:
+            if lease is not None and step >= self.total:  # finished; a stopped or killed run keeps it
                 lease.release()
             self.log.close()
             self.ckpt.close()
 
     def _lease(self) -> Lease | None:
-        """A reader lease on the version trained on, for as long as this process trains (a refresh's
-        retention never prunes it); none for a bare version folder or a read-only corpus."""
+        """The run's lease on the version it trains on (corpus/lease.py): a refresh's retention never
+        prunes it until the run finishes, even after a kill -9; none for a bare version folder or a
+        read-only corpus."""
         if self.pin.root is None or self.pin.version is None:
             return None
-        lease = Lease(self.pin.root, version=self.pin.version)
+        lease = Lease(self.pin.root, version=self.pin.version, run_dir=self.run_dir)
         try:
             lease.__enter__()
         except OSError:

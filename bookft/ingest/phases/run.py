@@ -3,8 +3,9 @@
 The phases (each a function over one `Build`, state.py): resolve and extract (extract.py), dedup
 (dedup.py), tokenizer and tokenize (tokens.py), pack and write (write.py); then the manifest
 (manifest.py) and the publish: the new version is complete in a staging folder, `before_publish`
-may veto it, and it is renamed into place (corpus/store.py), so `current` never points at a
-half-written version.
+may veto it (or add files to it), its inventory is sealed into the manifest (corpus/integrity.py),
+and it is renamed into place (corpus/store.py), so `current` never points at a half-written version.
+What dead builds left (staging folders, broken versions) is removed by `build_corpus` first.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bookft.corpus.store import FlatFile, check_corpus_dir, clean_stale, publish, write_json
+from bookft.corpus.integrity import seal
+from bookft.corpus.store import FlatFile, check_corpus_dir, publish, write_json
 from bookft.errors import IngestError
 from bookft.ingest.config import IngestConfig
 from bookft.ingest.engine.cache import SourceCache
@@ -56,7 +58,6 @@ def build_pass(cfg: IngestConfig, progress=None, *, sources: list[tuple] | None 
 
         require_ray()
     root.mkdir(parents=True, exist_ok=True)
-    clean_stale(root)
     b = Build(cfg=cfg, progress=progress or NullProgress(), root=root, cache=SourceCache(root),
                loss_weights=loss_weights, fixed_tokenizer=tokenizer)
     extract.resolve(b, sources, unmixed)
@@ -100,6 +101,7 @@ def _publish(b: Build, root: Path, t0: float, before_publish: Callable[[Path, di
             shutil.rmtree(staged, ignore_errors=True)
             manifest["path"] = None
             return manifest
+    seal(staged, manifest)  # the inventory of everything before_publish added too, then the rename
     final = publish(root, staged, n)
     b.cache.prune(set(b.keys) | {k + "-noeos" for k in b.keys}, b.fp)
     manifest["path"] = str(final)
