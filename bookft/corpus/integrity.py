@@ -9,7 +9,8 @@ Design choices:
   version is checked file by file (size and sha256: the whole version is read, about 1 s per GB on
   one core), the others by presence and size; a broken one is renamed aside and deleted, and
   `current` goes back to the newest intact version, so the run that follows rebuilds it (from its
-  caches) instead of answering "unchanged" over it, and no training run can pin it. A manifest
+  caches, and its tokenizer when that is intact: `_keep_tokenizer`) instead of answering
+  "unchanged" over it, and no training run can pin it. A manifest
   written before inventories existed is checked for the parts every version has (manifest,
   documents, sequences, tokenizer, and retrieval.json when its config synthesizes examples).
 - sha256 from the standard library (hashlib.file_digest): no dependency for one digest.
@@ -26,6 +27,7 @@ from pathlib import Path
 from bookft.corpus.store import _fsync_dir, version_numbers, write_json
 
 INVENTORY_KEY = "files"
+REUSE_TOKENIZER = "reuse-tokenizer"  # under CORPUS/cache: a removed broken version's intact tokenizer
 
 
 def digest(path: Path) -> str:
@@ -87,6 +89,18 @@ def verify(vdir: Path, digests: bool = True) -> list[str]:
     return problems
 
 
+def _keep_tokenizer(vdir: Path, problems: list[str]) -> None:
+    """The broken current version's tokenizer, when intact, to CORPUS/cache/reuse-tokenizer/: the
+    rebuild reuses it (ingest/phases/tokens.py) as it would have reused the version's own, so the
+    rebuilt version is the one that was meant; the next publish removes it."""
+    if any(p.startswith("tokenizer/") or p.startswith("manifest.json") for p in problems):
+        return
+    dst = vdir.parent.parent / "cache" / REUSE_TOKENIZER
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(vdir / "tokenizer", dst / "tokenizer")
+    shutil.copyfile(vdir / "manifest.json", dst / "manifest.json")
+
+
 def recover(root: Path) -> list[str]:
     """Remove broken versions (the current one checked by digest, the others by size) and point
     `current` back at the newest intact version; returns one line per version removed."""
@@ -102,6 +116,8 @@ def recover(root: Path) -> list[str]:
             intact.append(name)
             continue
         aside = root / "versions" / f".tmp-{os.getpid()}-broken-{name}"
+        if name == cur:
+            _keep_tokenizer(root / "versions" / name, problems)
         os.rename(root / "versions" / name, aside)
         shutil.rmtree(aside, ignore_errors=True)
         shown = "; ".join(problems[:5]) + (f"; {len(problems) - 5} more" if len(problems) > 5 else "")

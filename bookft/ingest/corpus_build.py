@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bookft.corpus.crash import crash_point
 from bookft.corpus.integrity import recover
 from bookft.corpus.store import check_corpus_dir, clean_stale, write_json
 from bookft.errors import IngestError
@@ -81,6 +82,7 @@ def build_corpus(cfg, progress=None, *, sources: list[tuple] | None = None, befo
     def synthesis_phase(staged: Path, plain: dict) -> bool:
         plain_work.update(plain["work"])
         material.update(_synthesize(cfg, progress, staged, plain))
+        crash_point("after-synthesize")
         return False  # the plain pass is material, never a version of its own
 
     build_pass(cfg, progress, sources=sources, before_publish=synthesis_phase)

@@ -32,7 +32,9 @@ with the version it published if it got that far); and every run applies `retent
 Test hook: BOOKFT_TEST_CRASH_AT=extract|pack|write|synthesize|publish|published|prune|pruning makes
 the run os._exit(137) at that point (after the first fresh extraction, before packing, mid-write,
 after the first batch of synthesized examples, just before the rename, right after `current` moved,
-after the publish but before pruning, inside pruning with a version half deleted).
+after the publish but before pruning, inside pruning with a version half deleted), and
+after-PHASE after each phase of a build pass (extract, dedup, tokenizer, tokenize, pack, write) and
+after-synthesize.
 """
 
 from __future__ import annotations

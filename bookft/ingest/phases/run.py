@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bookft.corpus.integrity import seal
+from bookft.corpus.integrity import REUSE_TOKENIZER, seal
 from bookft.corpus.store import FlatFile, check_corpus_dir, publish, write_json
 from bookft.errors import IngestError
 from bookft.ingest.config import IngestConfig
@@ -103,6 +103,7 @@ def _publish(b: Build, root: Path, t0: float, before_publish: Callable[[Path, di
             return manifest
     seal(staged, manifest)  # the inventory of everything before_publish added too, then the rename
     final = publish(root, staged, n)
+    shutil.rmtree(root / "cache" / REUSE_TOKENIZER, ignore_errors=True)  # a removed version's, reused or not
     b.cache.prune(set(b.keys) | {k + "-noeos" for k in b.keys}, b.fp)
     manifest["path"] = str(final)
     return manifest

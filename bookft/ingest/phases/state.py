@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bookft.corpus.crash import crash_point
 from bookft.ingest.config import IngestConfig
 from bookft.ingest.documents import Document
 from bookft.ingest.engine.cache import SourceCache
@@ -91,6 +92,7 @@ class Build:
         yield
         self.timings[name] = time.perf_counter() - t
         self.cpu[name] = time.process_time() - c
+        crash_point(f"after-{name}")  # the tests' kill -9 between phases (corpus/crash.py)
 
     def kept_docs(self):
         """(source index, Document) of every kept document, in order, one text in memory at a time."""

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bookft.corpus.integrity import REUSE_TOKENIZER
 from bookft.corpus.store import staging_dir
 from bookft.errors import IngestError
 from bookft.ingest.config import IngestConfig
@@ -24,8 +25,10 @@ from bookft.ingest.tokenize import encode_source, fingerprint, load_tokenizer, s
 
 
 def _previous_tokenizer(root: Path, cfg: IngestConfig):
-    """Reuse the tokenizer trained for the current version when its settings match (stable token cache)."""
-    cur = root / "current"
+    """Reuse the tokenizer trained for the current version when its settings match (stable token cache);
+    the one of a broken current version that was removed first (corpus/integrity.py keeps it)."""
+    kept = root / "cache" / REUSE_TOKENIZER
+    cur = kept if (kept / "manifest.json").is_file() else root / "current"
     try:
         man = json.loads((cur / "manifest.json").read_text())
         t = man["tokenizer"]
