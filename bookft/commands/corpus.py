@@ -33,7 +33,10 @@ def summary(corpus: Corpus) -> dict:
             "secrets_redacted": c.get("secrets_redacted", 0),  # file, line, kind per finding; never the value
             "secrets": m.get("secrets", {"per_source": {}, "findings": [], "findings_not_listed": 0}),
             "packed_tokens": c.get("packed_tokens", c["tokens"]),
-            "mix": m.get("mix")}  # realised vs asked per source (ingest/mix.py); None: no mix asked
+            "mix": m.get("mix"),  # realised vs asked per source (ingest/mix.py); None: no mix asked
+            # sources that could not be read, built from their last good documents (ingest/phases/stale.py)
+            "stale": [{k: v for k, v in s.items() if k != "paths"} | {"files": len(s.get("paths", []))}
+                      for s in m.get("stale") or []]}
 
 
 def register(app: typer.Typer) -> None:

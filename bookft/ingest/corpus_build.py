@@ -67,14 +67,16 @@ def prepare(root: Path) -> list[str]:
 
 
 def build_corpus(cfg, progress=None, *, sources: list[tuple] | None = None, before_publish=None,
-                 prepared: bool = False) -> dict:
+                 prepared: bool = False, previous: dict | None = None) -> dict:
     """Build the definition `cfg` (plus `sources` named on the command line) and publish one version;
     returns its manifest (with a `retrieval` summary when examples were synthesized, and `cleaned`:
     what `prepare` removed; `prepared=True`: the caller ran it). `before_publish` is build_pass's: it
-    sees the version that would be published, and may veto it."""
+    sees the version that would be published, and may veto it; `previous` too (unreadable sources keep
+    its documents, marked stale: ingest/phases/stale.py)."""
     cleaned = [] if prepared else prepare(Path(cfg.out))
     if cfg.retrieval.rate <= 0:
-        return {**build_pass(cfg, progress, sources=sources, before_publish=before_publish), "cleaned": cleaned}
+        return {**build_pass(cfg, progress, sources=sources, before_publish=before_publish, previous=previous),
+                "cleaned": cleaned}
     sources = list(sources or [])
     material: dict = {}
     plain_work: dict = {}
@@ -85,7 +87,7 @@ def build_corpus(cfg, progress=None, *, sources: list[tuple] | None = None, befo
         crash_point("after-synthesize")
         return False  # the plain pass is material, never a version of its own
 
-    build_pass(cfg, progress, sources=sources, before_publish=synthesis_phase)
+    build_pass(cfg, progress, sources=sources, before_publish=synthesis_phase, previous=previous)
     tok = material.pop("tokenizer")
     files = material.pop("files")
 
@@ -99,7 +101,7 @@ def build_corpus(cfg, progress=None, *, sources: list[tuple] | None = None, befo
 
     final = build_pass(cfg, progress, sources=sources, unmixed=[(str(f), "jsonl", f.stem) for f in files],
                        loss_weights=loss_weights_fn(tok, cfg.retrieval), tokenizer=(tok, material.pop("origin")),
-                       before_publish=complete)
+                       before_publish=complete, previous=previous)
     final["retrieval"] = material
     final["cleaned"] = cleaned
     return final

@@ -67,6 +67,10 @@ class ValidateConfig:
     # kinds of data (manifest per_kind: pdf, code, legal, synthesized, ...) the new version may lose
     # entirely although the current version has them; [] = refuse any such loss
     allow_lost_kinds: tuple[str, ...] = ()
+    # sources (by name: the source's `name`, else its path) the current version has documents of and
+    # the new one may have none of: true = any; [] = refuse (a source that cannot be read at all keeps
+    # its last good documents, marked stale, in a non-strict refresh: it is not lost)
+    allow_lost_sources: bool | tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

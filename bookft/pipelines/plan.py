@@ -8,6 +8,9 @@ Design choices:
 - "Nothing to do" = no added/changed/removed job and the same effective ingest config (and, for a
   pinned tokenizer, the same tokenizer fingerprint). Then the run publishes nothing: `current`
   stays as it is and no extraction happens (the content hashes are the only work).
+- A source that resolves to no file at all (its folder vanished) is, in a non-strict refresh,
+  `stale`, not removed: the build keeps its documents (ingest/phases/stale.py). A change in which
+  sources are stale (one vanished, one came back) is something to do.
 - A manifest written before `source_hashes` existed is matched through its per-file entries, so
   at worst a source counts as changed once.
 """
@@ -20,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from bookft.ingest.config import IngestConfig
+from bookft.ingest.phases.stale import stale_paths
 from bookft.ingest.sources import content_hash, resolve_sources
 
 
@@ -31,17 +35,19 @@ class Plan:
     removed: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     missing: list[dict] = field(default_factory=list)  # {source, reason}
+    stale: list[str] = field(default_factory=list)  # jobs of sources that cannot be read, kept (phases/stale.py)
+    stale_changed: bool = False  # the stale ones differ from those the current version marks
     config_changed: bool = False
     previous: dict | None = None  # the current version's manifest
 
     @property
     def nothing_to_do(self) -> bool:
         return (self.previous is not None and not (self.added or self.changed or self.removed)
-                and not self.config_changed)
+                and not self.config_changed and not self.stale_changed)
 
     def counts(self) -> dict[str, int]:
         return {"added": len(self.added), "changed": len(self.changed), "removed": len(self.removed),
-                "unchanged": len(self.unchanged), "missing": len(self.missing)}
+                "unchanged": len(self.unchanged), "missing": len(self.missing), "stale": len(self.stale)}
 
 
 def current_manifest(root: Path) -> dict | None:
@@ -72,13 +78,25 @@ def config_fingerprint(cfg: IngestConfig) -> dict:
     return c
 
 
-def plan_refresh(cfg: IngestConfig) -> Plan:
+def plan_refresh(cfg: IngestConfig, keep_stale: bool = True) -> Plan:
+    """The plan against the current version; `keep_stale` (a non-strict refresh): the jobs of a source
+    that resolves to no file are not removed but stale (the build keeps their documents)."""
     root = Path(cfg.out)
     prev = current_manifest(root)
-    jobs, bad = resolve_sources(source_specs(cfg), cfg.extract, cfg.limits)
+    jobs, bad, unreadable = [], [], []
+    for spec in source_specs(cfg):  # one at a time: a source that resolves to nothing is known as such
+        j, b = resolve_sources([spec], cfg.extract, cfg.limits)
+        jobs += j
+        bad += b
+        if not j:
+            unreadable.append(str(spec[0]))
     now = {j.path: content_hash(j) for j in jobs}
     plan = Plan(jobs=len(jobs), previous=prev,
                 missing=[{"source": e.source, "reason": e.reason} for e in bad if e.status == "failed"])
+    if keep_stale and prev is not None:
+        plan.stale = sorted({p for u in unreadable for p in stale_paths(prev, u)})
+        was = {p for s in prev.get("stale") or [] for p in s.get("paths", [])}
+        plan.stale_changed = set(plan.stale) != was
     if prev is None:
         plan.added = list(now)
         return plan
@@ -93,7 +111,7 @@ def plan_refresh(cfg: IngestConfig) -> Plan:
             plan.changed.append(path)
         else:
             plan.unchanged.append(path)
-    plan.removed = [p for p in before if p not in now]
+    plan.removed = [p for p in before if p not in now and p not in plan.stale]
     old_cfg = dict(prev.get("config") or {})
     for k in RUN_ONLY_KEYS:
         old_cfg.pop(k, None)

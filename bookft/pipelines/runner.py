@@ -118,7 +118,8 @@ def _same_data(a: dict, b: dict | None) -> bool:
     if b is None:
         return False
     keys = ("data_hash", "seq_len", "segments", "loss_weights")
-    return all(a.get(k) == b.get(k) for k in keys) and a["tokenizer"]["fingerprint"] == b["tokenizer"]["fingerprint"]
+    return (all(a.get(k) == b.get(k) for k in keys) and a["tokenizer"]["fingerprint"] == b["tokenizer"]["fingerprint"]
+            and (a.get("stale") or []) == (b.get("stale") or []))  # a stale mark set or cleared: a new version
 
 
 def _failed_sources(entries: list[dict]) -> list[dict]:
@@ -150,7 +151,7 @@ def refresh(p: PipelineConfig, icfg, record: dict, progress=None, lock: RunLock 
 
     root = Path(icfg.out)
     record.setdefault("cleaned", []).extend(prepare(root) + sweep(root))
-    plan = plan_refresh(icfg)
+    plan = plan_refresh(icfg, keep_stale=not p.strict)
     prev = plan.previous
     record["previous_version"] = prev.get("version") if prev else None
     record["version"] = record["previous_version"]
@@ -163,6 +164,7 @@ def refresh(p: PipelineConfig, icfg, record: dict, progress=None, lock: RunLock 
     if plan.nothing_to_do:
         failed = _failed_sources(prev.get("sources", []))
         record["counts"]["failed_sources"] = len(failed)
+        record["stale"] = [{k: v for k, v in s.items() if k != "paths"} for s in prev.get("stale") or []]
         record["result"] = "unchanged"
         record["detail"] = "no source or setting changed: nothing extracted, nothing published"
         record["pruned"] = prune_versions(root, p.retention)  # a dead run may have published and not pruned
@@ -188,8 +190,10 @@ def refresh(p: PipelineConfig, icfg, record: dict, progress=None, lock: RunLock 
 
     from bookft.ingest.corpus_build import build_corpus
 
-    m = build_corpus(icfg, RunProgress(progress), before_publish=before_publish, prepared=True)
+    m = build_corpus(icfg, RunProgress(progress), before_publish=before_publish, prepared=True,
+                     previous=None if p.strict else prev)
     failed = _failed_sources(m["sources"])
+    record["stale"] = [{k: v for k, v in s.items() if k != "paths"} for s in m.get("stale") or []]
     record["counts"]["documents_extracted"] = m["work"].get("documents_extracted", 0)
     record["counts"]["failed_sources"] = len(failed)
     record["failed"] = failed[:100]

@@ -3,10 +3,13 @@
 Checked, with the problem named: the manifest's counts against the data on disk (documents,
 sequences, tokens), every sequence exactly seq_len tokens and none empty, no zero-length piece, the
 tokenizer file's fingerprint against the manifest's, the tokenizer unchanged from `current`'s
-unless allowed, the configured minimum documents / sequences, and that no kind of data the current
+unless allowed, the configured minimum documents / sequences, that no kind of data the current
 version has (manifest per_kind: pdf, code, legal, synthesized, ...) is lost entirely unless
-`validate.allow_lost_kinds` names it. The staged version is then opened with the ordinary reader
-and its first and last sequences read.
+`validate.allow_lost_kinds` names it, and that no source the current version has documents of
+(manifest document_sources) has none in the new one unless `validate.allow_lost_sources` allows it
+(the synthesized examples' files, which a build writes anew, are not sources). The staged version
+is then opened with the ordinary reader and its first and last sequences read. `bookft ingest -o`
+onto an existing corpus runs the same checks (there `--replace` is the way past them).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bookft.errors import PipelineError
+from bookft.ingest.corpus_build import SYNTH_DIR
 from bookft.pipelines.config import ValidateConfig
 
 
@@ -39,6 +43,29 @@ def _lost_kinds(manifest: dict, previous: dict | None, vc: ValidateConfig) -> li
     what = ", ".join(f"every {k} document ({had[k]:,} in version {previous.get('version')})" for k in lost)
     return [f"the new version would lose {what}; if intended, set validate.allow_lost_kinds: "
             f"[{', '.join(lost)}]"]
+
+
+def source_documents(manifest: dict) -> dict[str, int]:
+    """Documents per source name (manifest document_sources), the synthesized examples' files left out."""
+    out: dict[str, int] = {}
+    for name, n in manifest.get("document_sources") or []:
+        if Path(name).parent.name != SYNTH_DIR:
+            out[name] = out.get(name, 0) + int(n)
+    return out
+
+
+def _lost_sources(manifest: dict, previous: dict | None, vc: ValidateConfig) -> list[str]:
+    if previous is None or vc.allow_lost_sources is True:
+        return []
+    allowed = set(vc.allow_lost_sources or ())
+    had, now = source_documents(previous), source_documents(manifest)
+    lost = sorted(s for s, n in had.items() if n and s not in now and s not in allowed)
+    if not lost:
+        return []
+    shown = ", ".join(f"{s} ({had[s]:,} documents)" for s in lost[:10]) + (" ..." if len(lost) > 10 else "")
+    return [f"the new version would lose every document of {len(lost)} source(s) of version "
+            f"{previous.get('version')}: {shown}; if intended, set validate.allow_lost_sources: "
+            f"[{', '.join(lost[:10])}] (or true)"]
 
 
 def validate_version(staged: Path, manifest: dict, previous: dict | None, vc: ValidateConfig) -> dict:
@@ -83,6 +110,7 @@ def validate_version(staged: Path, manifest: dict, previous: dict | None, vc: Va
                         f"({previous['tokenizer']['fingerprint'][:12]} -> {fp[:12]}); checkpoints trained on "
                         "it would not match; set validate.allow_tokenizer_change: true if intended")
     problems += _lost_kinds(manifest, previous, vc)
+    problems += _lost_sources(manifest, previous, vc)
     if not problems:
         corpus = open_corpus(staged)
         for i in {0, len(corpus) - 1}:

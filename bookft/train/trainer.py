@@ -296,7 +296,7 @@ class Trainer:
                     for hook in self.hooks:  # metric hooks (probes) first: their figures join the row
                         if hook.due(step, self.total):
                             self.extra.update(hook.fn(self, step) or {})
-                    if step == self.start_step + 1 and self.pin.moved_from is not None:
+                    if step == self.start_step + 1 and self.pin.marked:
                         self.extra.update(corpus_version=self.pin.version, corpus_version_from=self.pin.moved_from)
                     self.row.update(self.extra)
                     for hook in self._core_hooks():
@@ -350,9 +350,15 @@ def train(cfg: RunConfig, *, run_dir: str | Path, model_path: str | Path | None 
     attention (strategy auto, a usp axis split), the corpus version and the steps that will run."""
     cfg = resolve_model_config(cfg, model_path)
     run_dir = Path(run_dir)
+    made = next((p for p in reversed([run_dir, *run_dir.parents]) if not p.exists()), None)
     run_dir.mkdir(parents=True, exist_ok=True)
-    check_run_dir(run_dir, cfg)
-    trainer = Trainer(cfg, run_dir=run_dir, model_path=model_path, steps=steps, corpus_version=corpus_version)
+    try:
+        check_run_dir(run_dir, cfg)
+        trainer = Trainer(cfg, run_dir=run_dir, model_path=model_path, steps=steps, corpus_version=corpus_version)
+    except BaseException:
+        if made is not None:  # refused before anything ran: leave no empty run directory behind
+            shutil.rmtree(made, ignore_errors=True)
+        raise
     if announce is not None:
         if trainer.axes_choice.why:
             announce(f"attention: {trainer.axes_choice.why}")

@@ -23,7 +23,7 @@ def test_no_change_add_change_delete(tmp_path):
     corpus = tmp_path / "corpus"
     code, r = run_pipeline(path)
     assert code == EXIT_OK and r["result"] == "ok" and r["version"] == 1
-    assert r["counts"] == {"added": 4, "changed": 0, "removed": 0, "unchanged": 0, "missing": 0,
+    assert r["counts"] == {"added": 4, "changed": 0, "removed": 0, "unchanged": 0, "missing": 0, "stale": 0,
                            "documents_extracted": 4, "failed_sources": 0}
     assert r["work"]["extracted"] == 4 and r["validation"]["documents"] == 4
     v1 = manifest(corpus)
@@ -40,7 +40,7 @@ def test_no_change_add_change_delete(tmp_path):
     (src / "doc2.txt").unlink()
     code, r = run_pipeline(path)
     assert code == EXIT_OK and r["published"] and r["version"] == 2 and current(corpus) == "versions/0002"
-    assert r["counts"] == {"added": 1, "changed": 1, "removed": 1, "unchanged": 2, "missing": 0,
+    assert r["counts"] == {"added": 1, "changed": 1, "removed": 1, "unchanged": 2, "missing": 0, "stale": 0,
                            "documents_extracted": 2, "failed_sources": 0}
     assert r["work"]["extracted"] == 2 and r["work"]["extract_cache_hits"] == 2
     assert r["work"]["tokenized"] == 2 and r["work"]["token_cache_hits"] == 2

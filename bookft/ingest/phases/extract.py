@@ -32,10 +32,12 @@ from dataclasses import asdict
 from pathlib import Path
 
 from bookft.errors import IngestError
+from bookft.ingest.documents import Entry
 from bookft.ingest.engine.jobs import run_task
 from bookft.ingest.engine.pool import IN_PROCESS_BYTES, SPLIT_MIN_BYTES_PER_PAGE, pool_map
 from bookft.ingest.formats.pdf import pages_text, pdf_result, pdf_split_plan, text_document
 from bookft.ingest.mix import mixing
+from bookft.ingest.phases import stale
 from bookft.ingest.phases.state import Build
 from bookft.ingest.sources import content_hash, extract, job_key, resolve_sources
 
@@ -68,6 +70,11 @@ def resolve(b: Build, sources, unmixed) -> None:
     b.specs = specs
     for spec, label in zip(specs, b.labels, strict=True):  # one spec at a time: each job knows its source
         jobs, bad = resolve_sources([spec], cfg.extract, cfg.limits)
+        if not jobs and b.previous is not None and label not in b.unmixed:  # unreadable: its last documents
+            reason = bad[0].reason if bad else "no files found"
+            jobs = stale.keep(b, spec, label, reason)
+            if jobs and not bad:
+                bad = [Entry(str(spec[0]), "failed", reason, spec[1])]
         b.jobs += jobs
         b.job_label += [label] * len(jobs)
         b.entries += [asdict(e) for e in bad]
@@ -160,10 +167,11 @@ def _map_tasks(b: Build, tasks: list[tuple], workers: int):
 def run(b: Build) -> None:
     """Extract every source whose content changed (a pool of workers writes the cache itself)."""
     cache, jobs, progress = b.cache, b.jobs, b.progress
-    for job in jobs:
-        h = content_hash(job)
+    for i, job in enumerate(jobs):
+        h, key = b.stale[i] if i in b.stale else (None, None)  # a stale source's: hash and key as they were
+        h = content_hash(job) if h is None else h
         b.hashes.append(h)
-        b.keys.append(job_key(job, h))
+        b.keys.append(job_key(job, h) if key is None else key)
     b.todo = todo = [i for i, k in enumerate(b.keys) if not cache.has_extract(k)]
     cache.extract_hits = len(jobs) - len(todo)
     cache.extract_misses = len(todo)
@@ -215,6 +223,8 @@ def collect_entries(b: Build) -> None:
             d = dict(e)
             if d["source"] == job.path:
                 d["hash"] = b.hashes[i]
+            if i in b.stale:
+                d["stale"] = True
             b.entries.append(d)
         for k, v in s["stats"].items():
             b.stats_total[k] += v

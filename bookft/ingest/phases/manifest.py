@@ -56,6 +56,10 @@ def build_manifest(b) -> dict:
         "sources": b.entries,
         # per job, for refresh diffs: the definition's sources, not the files the synthesis phase wrote
         "source_hashes": {job.path: b.hashes[i] for i, job in enumerate(b.jobs) if b.job_label[i] not in unmixed},
+        # per job: what a later build needs to keep its documents when its source cannot be read (stale.py)
+        "source_jobs": {job.path: {"kind": job.kind, "collection": job.collection, "source": b.job_label[i],
+                                   "key": b.keys[i]} for i, job in enumerate(b.jobs) if b.job_label[i] not in unmixed},
+        "stale": b.stale_sources,  # sources that could not be read, built from their last good documents
         "duplicates": b.duplicates,
         "mix": b.mix,
         "document_sources": _runs(b.doc_label),  # [[source name, documents], ...] in document order

@@ -30,7 +30,8 @@ from bookft.ingest.phases.state import Build, LossWeightsFn, NullProgress
 
 def build_pass(cfg: IngestConfig, progress=None, *, sources: list[tuple] | None = None,
                unmixed: list[tuple] | None = None, loss_weights: LossWeightsFn | None = None,
-               tokenizer=None, before_publish: Callable[[Path, dict], bool] | None = None) -> dict:
+               tokenizer=None, before_publish: Callable[[Path, dict], bool] | None = None,
+               previous: dict | None = None) -> dict:
     """One pass of the build: a new corpus version in `cfg.out`, published unless `before_publish` says
     no; returns its manifest. Raises IngestError if nothing could be ingested. `build_corpus`
     (ingest/corpus_build.py) is the whole build: this pass, plus the synthesis phase when the
@@ -49,6 +50,9 @@ def build_pass(cfg: IngestConfig, progress=None, *, sources: list[tuple] | None 
     before_publish(staged_dir, manifest) -> bool: called when the new version is complete in its staging
     folder, before the rename (refresh pipelines validate here). False discards it (the returned
     manifest then has `path` None); an exception discards it and propagates.
+
+    previous: the current version's manifest, given by a non-strict refresh: a source that resolves to no
+    file keeps that version's documents of it, marked stale (stale.py).
     """
     t0 = time.perf_counter()
     root = Path(cfg.out)
@@ -59,7 +63,7 @@ def build_pass(cfg: IngestConfig, progress=None, *, sources: list[tuple] | None 
         require_ray()
     root.mkdir(parents=True, exist_ok=True)
     b = Build(cfg=cfg, progress=progress or NullProgress(), root=root, cache=SourceCache(root),
-               loss_weights=loss_weights, fixed_tokenizer=tokenizer)
+               loss_weights=loss_weights, fixed_tokenizer=tokenizer, previous=previous)
     extract.resolve(b, sources, unmixed)
     with b.phase("extract"):
         extract.run(b)

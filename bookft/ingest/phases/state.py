@@ -39,6 +39,9 @@ class Build:
     cache: SourceCache
     loss_weights: LossWeightsFn | None
     fixed_tokenizer: tuple | None = None  # (tokenizer, origin) used as it is (build_pass's `tokenizer`)
+    previous: dict | None = None  # the current version's manifest: unreadable sources keep its documents
+    stale: dict[int, tuple[str, str]] = field(default_factory=dict)  # job index -> (hash, key) kept (stale.py)
+    stale_sources: list[dict] = field(default_factory=list)  # the manifest's `stale`
     timings: dict[str, float] = field(default_factory=dict)
     cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds of this process (workers not included)
     specs: list = field(default_factory=list)
