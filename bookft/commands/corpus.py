@@ -1,6 +1,7 @@
 """`bookft inspect CORPUS [--json] [--html OUT]`: the manifest summary of a corpus version (counts, fill,
-tokenizer, failed/skipped sources, redacted secrets by file, line and kind); --html writes the corpus
-report page (bookft/corpus/html_report.py)."""
+tokenizer, failed/skipped/stale sources, redacted secrets by file, line and kind); --html writes the
+corpus report page (bookft/corpus/html_report.py). `bookft corpus leases|release`: the versions held by
+training runs (bookft/corpus/lease.py) and letting one go."""
 
 from __future__ import annotations
 
@@ -39,7 +40,54 @@ def summary(corpus: Corpus) -> dict:
                       for s in m.get("stale") or []]}
 
 
+def held_lines(corpus: str) -> list[str]:
+    """One line per lease of the corpus: version, holder, since, whether it still holds."""
+    from bookft.corpus.lease import holders
+
+    out = []
+    for h in holders(corpus):
+        who = f"run {h['run_dir']}" if h.get("run_dir") else f"process {h.get('pid')} on {h.get('host')}"
+        out.append(f"version {h['version']}: {who}, since {h.get('since') or '?'}"
+                   + ("" if h["live"] else f" (no longer held: {h['why']})"))
+    return out
+
+
+def leases_command(corpus: str = typer.Argument(..., help="Corpus directory."),
+                   as_json: bool = typer.Option(False, "--json", help="Print the leases as JSON.")) -> None:
+    """The versions of a corpus that training runs (or other readers) hold, so retention keeps them."""
+    from bookft.corpus.lease import holders
+
+    if as_json:
+        print(json.dumps(holders(corpus), indent=1))
+        return
+    lines = held_lines(corpus)
+    typer.echo("\n".join(lines) if lines else f"{corpus}: no version is held")  # plain: paths unwrapped
+
+
+def release_command(
+    corpus: str = typer.Argument(..., help="Corpus directory."),
+    run: str = typer.Option(None, "--run", help="Release the lease of this training run directory."),
+    version: int = typer.Option(None, "--version", help="Release every lease on this version."),
+) -> None:
+    """Let a training run's version go (retention may then prune it): a run you will not resume."""
+    from bookft.corpus.lease import release
+    from bookft.errors import CorpusError
+
+    if run is None and version is None:
+        raise CorpusError("bookft corpus release: name --run RUN_DIR or --version N")
+    gone = release(corpus, run_dir=run, version=version)
+    if not gone:
+        what = " and ".join(x for x in (f"run {run}" if run else "", f"version {version}" if version else "") if x)
+        raise CorpusError(f"{corpus}: no lease of {what} (bookft corpus leases {corpus} lists them)")
+    typer.echo("\n".join(f"released leases/{f}" for f in gone))
+
+
 def register(app: typer.Typer) -> None:
+    group = typer.Typer(help="Corpus versions held by training runs: list and release leases.", no_args_is_help=True)
+    app.add_typer(group, name="corpus")
+    group.command("leases")(leases_command)
+    group.command("release")(release_command)
+
     @app.command()
     def inspect(corpus: str = typer.Argument(..., help="Corpus directory (or one version folder)."),
                 as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),

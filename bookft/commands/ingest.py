@@ -48,6 +48,31 @@ def problems_table(m: dict) -> Table | None:
     return t
 
 
+def checked(out: str):
+    """before_publish for `bookft ingest -o` onto an existing corpus: a refresh's validation against the
+    current version (pipelines/validate.py: sources and kinds kept, the tokenizer unchanged, the data
+    sound); refused with what `--replace` would override."""
+    from bookft.errors import IngestError, PipelineError
+    from bookft.pipelines.config import ValidateConfig
+    from bookft.pipelines.plan import current_manifest
+    from bookft.pipelines.validate import validate_version
+
+    def check(staged: Path, manifest: dict) -> bool:
+        previous = current_manifest(Path(out))
+        if previous is None:
+            return True
+        try:
+            validate_version(staged, manifest, previous, ValidateConfig())
+        except PipelineError as e:
+            why = str(e).removeprefix("validation of the new version failed: ")
+            raise IngestError(f"{out}: a corpus already (version {previous.get('version')}); the new version "
+                              f"fails the checks a refresh makes against it: {why}. Nothing was published. "
+                              "Pass --replace to publish it anyway, or choose another --out") from None
+        return True
+
+    return check
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def ingest(
@@ -74,6 +99,9 @@ def register(app: typer.Typer) -> None:
                                          "For a corpus YAML's sources: pdf_password_env."),
         no_secret_scan: bool = typer.Option(False, "--no-secret-scan", help="Do not scan code (or legal) sources "
                                             "for secrets (on for code by default: found ones are redacted)."),
+        replace: bool = typer.Option(False, "--replace", help="Publish into an existing corpus even when the new "
+                                     "version fails a refresh's checks against the current one (sources or "
+                                     "kinds lost, another tokenizer)."),
     ) -> None:
         """Turn sources into a packed, versioned corpus (tokens in sequences of --seq-len)."""
         from bookft.ingest.config import IngestConfig
@@ -100,9 +128,11 @@ def register(app: typer.Typer) -> None:
         cli_sources = [(s, kind, None, pdf_password) if pdf_password else (s, kind, None) for s in sources or []]
         progress = RichProgress(console)
         try:
-            m = build_corpus(cfg, progress, sources=cli_sources)
+            m = build_corpus(cfg, progress, sources=cli_sources, before_publish=None if replace else checked(cfg.out))
         finally:
             progress.stop()
+        for line in m.get("cleaned", []):
+            console.print(f"[yellow]cleaned[/]: {line}")
         console.print(summary_table(m))
         probs = problems_table(m)
         if probs is not None:

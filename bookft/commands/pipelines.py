@@ -110,14 +110,20 @@ def status_command(
         else:
             console.print(f"pipeline {p.name}: never run (corpus {icfg.out})")
         raise typer.Exit(1)
+    from bookft.commands.corpus import held_lines
+    from bookft.corpus.lease import holders
+
     last = records[-1]
     ok = [r for r in records if r.get("result") in ("ok", "partial", "post_failed", "unchanged")]
     out = {"pipeline": p.name, "corpus": icfg.out, "schedule": p.schedule, "next_run": _next_run(p.schedule),
-           "runs": len(records), "last_run": last, "last_success": ok[-1]["started"] if ok else None}
+           "runs": len(records), "last_run": last, "last_success": ok[-1]["started"] if ok else None,
+           "held": [h for h in holders(icfg.out) if h["live"]]}  # versions retention keeps for runs
     if as_json:
         print(json.dumps(out, indent=1, default=str))
         return
     console.print(status_table(p.name, last))
+    held = held_lines(icfg.out)
+    console.print("versions held (kept by retention): " + ("; ".join(held) if held else "none"))
     console.print(f"schedule {p.schedule or '-'} (next {out['next_run']}); {len(records)} runs logged in "
                   f"{icfg.out}/runs/log.jsonl; last success {out['last_success']}")
 

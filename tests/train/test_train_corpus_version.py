@@ -106,7 +106,7 @@ def test_resume_stays_on_its_version_after_newer_ones(straight, tmp_path):
     cfg = _stopped_run(tmp_path, corpus)
     pin = json.loads((tmp_path / "run" / "corpus.json").read_text())
     assert pin["version"] == 1 and pin["history"] == [{"step": 0, "version": 1}]
-    _ingest(tmp_path / "other", corpus, seed=5, vocab=310, replace=True)  # another `bookft ingest --out`, other settings
+    _ingest(tmp_path / "other", corpus, seed=5, vocab=310, replace=True)  # another ingest --out, other settings
     assert os.readlink(corpus / "current") == "versions/0002"
     lines = []
     res = train(cfg, run_dir=tmp_path / "run", announce=lines.append)  # the same --corpus again
@@ -185,34 +185,84 @@ def test_cli_steps_continue_a_finished_gated_run(straight, tmp_path):
     assert res.exit_code != 0 and "--steps 3: this run is at step 5 already" in str(res.exception)
 
 
-def test_retention_keeps_a_live_runs_version(straight, tmp_path):
-    """A real `bookft train` process holds a lease on its version: a refresh with retention 1 publishes
-    two newer versions and prunes neither it nor current; after kill -9 the lease is cleared."""
-    corpus = tmp_path / "c"
-    _ingest(tmp_path / "src", corpus, seed=0)
+def _start_training(tmp_path, corpus, run_name, until):
+    """A real `bookft train` process on `corpus` (checkpoint every 2 steps), returned once `until()`."""
     f = _config(tmp_path, corpus, "train: {steps: 100000, loss_chunk: 32, optimizer: {lr: 1.0e-3}}")
     proc = subprocess.Popen([sys.executable, "-m", "bookft.cli", "train", "-c", str(f), "--run-dir",
-                             str(tmp_path / "live")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             str(tmp_path / run_name)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
     try:
-        deadline = time.time() + 240
-        while "0001" not in leased_versions(corpus) or not (tmp_path / "live" / "metrics.jsonl").is_file():
+        while not until():
             assert proc.poll() is None and time.time() < deadline, "the training process did not start"
             time.sleep(0.5)
-        src = tmp_path / "src"
-        pipeline = tmp_path / "p.yaml"
-        pipeline.write_text(yaml.safe_dump({"name": "p", "sources": [{"path": str(src)}], "out": str(corpus),
-                                            "tokenizer": {"vocab_size": 300}, "seq_len": 64, "workers": 0,
-                                            "retention": 1}))
+    except BaseException:
+        proc.kill()
+        raise
+    return f, proc
+
+
+def _refresh_pipeline(tmp_path, corpus, retention):
+    src = tmp_path / "src"
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text(yaml.safe_dump({"name": "p", "sources": [{"path": str(src)}], "out": str(corpus),
+                                        "tokenizer": {"vocab_size": 300}, "seq_len": 64, "workers": 0,
+                                        "retention": retention}))
+
+    def newer(k):
+        (src / f"new{k}.txt").write_text(" ".join(WORDS * (20 + k)))
+        code, r = run_pipeline(pipeline)
+        assert code == EXIT_OK and r["published"], r
+        return r
+
+    return newer
+
+
+def test_retention_keeps_a_live_runs_version(straight, tmp_path):
+    """A real `bookft train` process holds a lease on its version: a refresh with retention 1 publishes
+    two newer versions and prunes neither it nor current; after kill -9 the run (its directory) still
+    holds it, until `bookft corpus release --run`."""
+    corpus = tmp_path / "c"
+    _ingest(tmp_path / "src", corpus, seed=0)
+    live = tmp_path / "live"
+    _, proc = _start_training(tmp_path, corpus, "live", lambda: "0001" in leased_versions(corpus)
+                              and (live / "metrics.jsonl").is_file())
+    try:
+        newer = _refresh_pipeline(tmp_path, corpus, retention=1)
         for k in range(2):  # retention + 1 newer versions
-            (src / f"new{k}.txt").write_text(" ".join(WORDS * (20 + k)))
-            code, r = run_pipeline(pipeline)
-            assert code == EXIT_OK and r["published"], r
+            newer(k)
         assert sorted(p.name for p in (corpus / "versions").iterdir()) == ["0001", "0003"]
         assert proc.poll() is None  # still training, on version 1
     finally:
         proc.kill()
         proc.wait()
-    assert "0001" not in leased_versions(corpus)  # kill -9: the dead process's lease is cleared
-    (src / "new2.txt").write_text(" ".join(WORDS * 23))
-    code, r = run_pipeline(pipeline)
-    assert code == EXIT_OK and "0001" in r["pruned"]
+    assert "0001" in leased_versions(corpus)  # kill -9: the run still holds its version
+    assert "0001" not in newer(2)["pruned"]
+    res = CliRunner().invoke(app, ["corpus", "leases", str(corpus)])
+    assert res.exit_code == 0 and f"version 1: run {live.resolve()}" in res.output
+    res = CliRunner().invoke(app, ["corpus", "release", str(corpus), "--run", str(live)])
+    assert res.exit_code == 0 and "released leases/0001@run@" in res.output, res.output
+    assert "0001" in newer(3)["pruned"]
+
+
+def test_run_killed_after_its_first_checkpoint_resumes_on_its_version(straight, tmp_path):
+    """kill -9 after the first checkpoint, four newer versions at retention 3: the resume still finds
+    its version, trains on it, and lets it go when it finishes."""
+    corpus = tmp_path / "c"
+    _ingest(tmp_path / "src", corpus, seed=0)
+    run = tmp_path / "killed"
+    f, proc = _start_training(tmp_path, corpus, "killed", lambda: (run / "checkpoints" / "2").is_dir())
+    proc.kill()
+    proc.wait()
+    newer = _refresh_pipeline(tmp_path, corpus, retention=3)
+    pruned = [x for k in range(4) for x in newer(k)["pruned"]]
+    assert pruned == ["0002"] and os.readlink(corpus / "current") == "versions/0005"
+    res = CliRunner().invoke(app, ["pipeline", "status", str(tmp_path / "p.yaml"), "--json"])
+    held = json.loads(res.stdout)["held"]
+    assert [(h["version"], h["run_dir"]) for h in held] == [(1, str(run.resolve()))]
+    lines = []
+    res = train(load_run_config(f), run_dir=run, steps=6, announce=lines.append)
+    assert res.step == 6 and min(res.losses) > 2
+    assert "corpus: training on version 1; version 5 is newer (--corpus-version latest to move on)" in lines
+    assert json.loads((run / "corpus.json").read_text())["history"] == [{"step": 0, "version": 1}]
+    assert "0001" not in leased_versions(corpus)  # finished: released
+    assert "0001" in newer(4)["pruned"]
