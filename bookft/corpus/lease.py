@@ -28,6 +28,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bookft.corpus.procs import pid_alive
 from bookft.errors import CorpusError
 
 LEASE_TTL_S = 7 * 24 * 3600
@@ -129,7 +130,7 @@ def holders(corpus_dir: str | Path, ttl_s: float = LEASE_TTL_S) -> list[dict]:
             pid = int(parts[2])
             h.update(run_dir=None, host=parts[1], pid=pid)
             if parts[1] == me:
-                h["live"] = _alive(pid)
+                h["live"] = pid_alive(pid)
                 h["why"] = f"process {pid} is {'alive' if h['live'] else 'gone'}"
             else:
                 h["live"] = age <= ttl_s
@@ -171,12 +172,3 @@ def release(corpus_dir: str | Path, run_dir: str | Path | None = None, version: 
         out.append(h["file"])
     return out
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True

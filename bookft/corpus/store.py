@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from bookft.corpus import hf_features
 from bookft.corpus.crash import crash_point
+from bookft.corpus.procs import pid_alive
 from bookft.errors import CorpusError
 
 FORMAT = "bookft-corpus/1"
@@ -55,7 +56,7 @@ def clean_stale(root: Path) -> list[str]:
     for name in sorted(os.listdir(vdir)):
         if name.startswith(".tmp-"):
             pid = name.split("-")[1]
-            if pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):
+            if pid.isdigit() and int(pid) != os.getpid() and pid_alive(int(pid)):
                 continue
             what = "half-pruned version" if "-prune-" in name else "staging folder"
             shutil.rmtree(vdir / name, ignore_errors=True)
@@ -69,13 +70,6 @@ def clean_stale(root: Path) -> list[str]:
                 pass
     return removed
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
 
 
 def staging_dir(root: Path) -> Path:

@@ -42,6 +42,7 @@ def make_world(tmp, **over):
     (src / "doc3.txt").unlink()
     code, ref = run_pipeline(path)
     assert code == EXIT_OK and ref["version"] == 2 and ref["pruned"] == ["0001"]
+    assert ref["counts"]["documents_extracted"] == 2  # doc8 added, doc0 changed (either pass extracting them)
     return {"tmp": tmp, "path": path, "corpus": tmp / "corpus", "ref": manifest(tmp / "corpus"),
             "ref_files": data_digests(tmp / "corpus")}
 
@@ -90,6 +91,8 @@ def test_kill9_at_each_point_then_rerun(plain, point):
     assert any(line.startswith("runs/lock") for line in r["cleaned"])
     if point == "pruning":  # the half-deleted version the dead run renamed aside is named in the log
         assert any("half-pruned version" in line and "0001" in line for line in r["cleaned"]), r["cleaned"]
+    if point not in ("after-extract", "extract"):  # extraction finished before the kill: all cached now
+        assert r["counts"]["documents_extracted"] == 0
     if point in ("write", "after-write", "publish"):
         assert any("staging folder" in line for line in r["cleaned"]), r["cleaned"]
 

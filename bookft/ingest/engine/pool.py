@@ -34,6 +34,8 @@ from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from queue import SimpleQueue
 
+from bookft.corpus.procs import pid_alive
+
 IN_PROCESS_BYTES = 16 << 20  # extraction of less than this runs in the building process (phases/extract.py)
 SPLIT_MIN_BYTES_PER_PAGE = 512  # a PDF smaller than this per page of the split threshold is not split
 
@@ -58,25 +60,15 @@ def die_with_parent(pid: int) -> None:
             ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         except (OSError, AttributeError):  # no prctl: the watchdog alone
             pass
-    if not _alive(pid):  # died before the guard was set
+    if not pid_alive(pid):  # died before the guard was set
         os._exit(1)
     threading.Thread(target=_watch, args=(pid,), name="bookft-parent-watchdog", daemon=True).start()
 
 
 def _watch(pid: int) -> None:
-    while _alive(pid):
+    while pid_alive(pid):
         time.sleep(WATCH_S)
     os._exit(1)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
 
 
 def in_thread(fn, *args) -> Future:
