@@ -4,11 +4,13 @@ the manifest's data hash, counts, kinds and source hashes), nothing the dead run
 run gets its log record, and at no instant does `current` point at an incomplete version."""
 
 import json
+import os
 import shutil
 
 import pytest
 from pipeline_helpers import current, make_sources, manifest, run_subprocess, text, write_pipeline
 
+from bookft.corpus import integrity
 from bookft.corpus.integrity import verify
 from bookft.corpus.lease import Lease, holders
 from bookft.pipelines import EXIT_OK, run_pipeline
@@ -156,3 +158,21 @@ def test_rerun_repairs_a_broken_current_version(retrieval, damage):
     assert data_digests(corpus) == retrieval["ref_files"]
     code, r = run_pipeline(retrieval["path"])
     assert code == EXIT_OK and r["result"] == "unchanged" and not r["cleaned"]
+
+
+def test_unchanged_files_are_not_read_again(plain, monkeypatch):
+    """The current version is digested once; later runs reread only files whose size or mtime changed."""
+    corpus = plain["corpus"]
+    shutil.rmtree(corpus)
+    shutil.copytree(plain["tmp"] / "template", corpus, symlinks=True)
+    assert run_pipeline(plain["path"])[0] == EXIT_OK  # publishes version 2
+    assert run_pipeline(plain["path"])[0] == EXIT_OK  # digests it: every file read once
+    read = []
+    real = integrity.digest
+    monkeypatch.setattr(integrity, "digest", lambda p: read.append(p.name) or real(p))
+    code, r = run_pipeline(plain["path"])
+    assert code == EXIT_OK and r["result"] == "unchanged" and read == []
+    shard = corpus / "current" / "documents" / "data-00000-of-00001.arrow"
+    os.utime(shard, ns=(shard.stat().st_atime_ns, shard.stat().st_mtime_ns + 1_000_000))
+    code, r = run_pipeline(plain["path"])
+    assert code == EXIT_OK and r["result"] == "unchanged" and read == [shard.name]
