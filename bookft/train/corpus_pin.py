@@ -8,7 +8,9 @@ Design choices:
   folder never changes the data under a run. Naming the same corpus again does not move it on.
 - Moving on is explicit: `--corpus-version latest` (what `current` points to) or a number. A run
   pointed at another corpus folder takes that folder's current version, and says so.
-- A pinned version that no longer exists, or whose data hash changed, is an error that names it.
+- A pinned version that no longer exists, or whose data hash changed, is an error that names it;
+  so is a version whose files do not match its manifest (sizes; corpus/integrity.py): no run pins
+  an incomplete version.
 - A corpus given as a version folder (CORPUS/versions/NNNN) is that version, pinned as such.
 - The run holds a lease on its version (bookft/corpus/lease.py) from its first step until it
   finishes: a refresh's `retention` never prunes it, even after the run was killed with -9.
@@ -27,6 +29,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bookft.corpus.integrity import verify
 from bookft.corpus.store import version_numbers
 from bookft.errors import CorpusError
 
@@ -180,6 +183,10 @@ def choose(run_dir: Path, corpus: str | Path, request: str | int | None = None) 
     else:
         vdir = _version_dir(root, int(request), "asked for with --corpus-version", asked=True)
     m = _manifest(vdir)
+    broken = verify(vdir, digests=False)  # sizes only: cheap; the next build or refresh repairs it
+    if broken:
+        raise CorpusError(f"{vdir}: incomplete corpus version ({'; '.join(broken[:3])}); a refresh "
+                          "(`bookft pipeline run`) or `bookft ingest` removes and rebuilds it")
     version = m.get("version")
     out = Pin(root=root, version_dir=vdir, version=version, data_hash=str(m.get("data_hash", "")),
               history=list(pin.get("history", [])) if pin else [], lost=lost)

@@ -4,6 +4,7 @@ that choice the run goes on, the bad file kept beside and the move marked in the
 that does not exist creates nothing."""
 
 import json
+import shutil
 
 import pytest
 from test_train_corpus_version import StopAt, _config, _ingest
@@ -93,3 +94,12 @@ def test_deleted_record_refused_then_resumed_with_the_choice_marked(corpus, tmp_
     rows = {r["step"]: r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())}
     assert rows[3]["corpus_version"] == 1 and rows[3]["corpus_version_from"] is None
     assert json.loads((run / "corpus.json").read_text())["history"] == [{"step": 2, "version": 1}]
+
+
+def test_an_incomplete_version_is_never_pinned(corpus, tmp_path):
+    broken = tmp_path / "c"
+    shutil.copytree(corpus, broken, symlinks=True)
+    (broken / "versions" / "0002" / "tokenizer" / "tokenizer.json").unlink()
+    with pytest.raises(CorpusError, match=r"incomplete corpus version \(tokenizer/tokenizer.json: missing\)"):
+        corpus_pin.choose(tmp_path / "run", broken)
+    assert corpus_pin.choose(tmp_path / "run", broken, "1").version == 1
