@@ -33,16 +33,27 @@ class MetricsLog:
             self._tb.flush()
 
     def truncate_after(self, step: int) -> None:
-        """Drop log rows of steps > `step` (a resumed run redoes them)."""
+        """Drop log rows of steps > `step` (a resumed run redoes them), and a line torn by a kill -9;
+        rewritten aside and renamed, so a kill now loses no row."""
         if not self.path.is_file():
             return
-        keep = [ln for ln in self.path.read_text().splitlines()
-                if ln.strip() and json.loads(ln).get("step", 0) <= step]
-        self.path.write_text("".join(ln + "\n" for ln in keep))
+        keep = [ln for ln in self.path.read_text().splitlines() if (s := _step(ln)) is not None and s <= step]
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text("".join(ln + "\n" for ln in keep))
+        tmp.replace(self.path)
 
     def close(self) -> None:
         if self._tb is not None:
             self._tb.close()
+
+
+def _step(line: str) -> int | None:
+    """The step of a log line; None for a blank or torn one."""
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return None
+    return int(row.get("step", 0)) if isinstance(row, dict) else None
 
 
 def _plain(v):

@@ -103,3 +103,12 @@ def test_an_incomplete_version_is_never_pinned(corpus, tmp_path):
     with pytest.raises(CorpusError, match=r"incomplete corpus version \(tokenizer/tokenizer.json: missing\)"):
         corpus_pin.choose(tmp_path / "run", broken)
     assert corpus_pin.choose(tmp_path / "run", broken, "1").version == 1
+
+
+def test_a_torn_metrics_line_does_not_stop_a_resume(tmp_path):
+    """A kill -9 can leave half a line at the end of metrics.jsonl: the resume drops it (and later rows)."""
+    from bookft.train.metrics import MetricsLog
+
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "loss": 7.4}\n{"step": 2, "loss": 7.3}\n{"step": 3, "lo')
+    MetricsLog(tmp_path, enabled=False).truncate_after(2)
+    assert (tmp_path / "metrics.jsonl").read_text() == '{"step": 1, "loss": 7.4}\n{"step": 2, "loss": 7.3}\n'
