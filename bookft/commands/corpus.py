@@ -118,6 +118,9 @@ def register(app: typer.Typer) -> None:
         t.add_row("tokenizer", f"{s['tokenizer']['origin']} vocab {s['tokenizer']['vocab_size']:,} "
                                f"fp {s['tokenizer']['fingerprint'][:12]}")
         t.add_row("failed / skipped", f"{len(s['failed'])} / {len(s['skipped'])}")
+        for st in s["stale"]:  # unreadable at the last refresh: its documents are the last good ones
+            t.add_row("stale source", f"{st['source']}: {st['files']} file(s) kept since version "
+                                      f"{st['since_version']} ({st['reason']})")
         con.print(t)
         k = Table(title="per kind")
         for col in ("kind", "documents", "chars", "tokens"):

@@ -40,6 +40,8 @@ def test_vanished_folder_keeps_its_documents_marked_stale(tmp_path):
     out = json.loads(res.stdout)
     assert out["stale"][0]["source"] == str(b) and out["stale"][0]["files"] == 4
     assert out["stale"][0]["since_version"] == 1
+    res = CliRunner().invoke(app, ["inspect", str(corpus)])
+    assert res.exit_code == 0 and "stale source" in res.output
     # still gone: nothing to do, still partial; the mark keeps its first version
     code, r = run_pipeline(path)
     assert code == EXIT_PARTIAL and r["result"] == "unchanged" and r["stale"][0]["since_version"] == 1
