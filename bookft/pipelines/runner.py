@@ -29,12 +29,12 @@ its manifest's inventory: corpus/integrity.py; removed, so this run rebuilds it)
 held, the lock of a dead run (whose log record it writes when the dead run wrote none: `killed`,
 with the version it published if it got that far); and every run applies `retention`.
 
-Test hook: BOOKFT_TEST_CRASH_AT=extract|pack|write|synthesize|publish|published|prune|pruning makes
-the run os._exit(137) at that point (after the first fresh extraction, before packing, mid-write,
-after the first batch of synthesized examples, just before the rename, right after `current` moved,
-after the publish but before pruning, inside pruning with a version half deleted), and
-after-PHASE after each phase of a build pass (extract, dedup, tokenizer, tokenize, pack, write) and
-after-synthesize.
+Test hook (corpus/crash.py): BOOKFT_TEST_CRASH_AT=NAME sends the run SIGKILL at that point:
+extract (after the first fresh extraction), pack (before packing), write (mid-write), synthesize
+(after the first batch of synthesized examples), publish (just before the rename), published (right
+after `current` moved), prune (after the publish, before pruning), pruning (inside pruning, a version
+half deleted), after-PHASE after each phase of a pass (extract, dedup, tokenizer, tokenize, pack,
+write) and after-synthesize.
 """
 
 from __future__ import annotations
