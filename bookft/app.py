@@ -43,7 +43,7 @@ COMMAND_MODULES = (
     "bookft.commands.plan",
     "bookft.commands.pipelines",
     "bookft.commands.launch",
-    "bookft.quickstart",
+    "bookft.commands.quickstart",
 )
 
 
