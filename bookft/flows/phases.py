@@ -34,13 +34,13 @@ class Steps:
         self.done += 1
         self.console.rule(f"[bold]{self.done}/{self.total} {title}")
 
-    def timed(self, key: str, fn, *args, **kw):
-        """fn(*args, **kw), its wall time recorded as times[key] (also when it raises)."""
+    def timed(self, name: str, fn, /, *args, **kw):
+        """fn(*args, **kw), its wall time recorded as times[name] (also when it raises)."""
         t0 = time.perf_counter()
         try:
             return fn(*args, **kw)
         finally:
-            self.times[key] = round(self.times.get(key, 0.0) + time.perf_counter() - t0, 1)
+            self.times[name] = round(self.times.get(name, 0.0) + time.perf_counter() - t0, 1)
 
     def finish(self) -> dict[str, float]:
         """times with total_s, their sum."""
