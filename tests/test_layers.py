@@ -1,6 +1,6 @@
 """The layering holds: import-linter's contracts in pyproject.toml ([tool.importlinter]) are all kept.
 
-Layers (docs/design.md): cli/commands > pipelines, quickstart > ingest > plan > eval > train > model >
+Layers (docs/design.md): cli/commands > pipelines > flows > ingest > plan > eval > train > model >
 attention, parallel > corpus, needles > config, host > errors; ingest imports neither eval nor jax;
 model imports neither parallel nor train. No module imports itself through others (a cycle), on
 grimp's graph, the one import-linter checks. Imports inside functions count.
