@@ -44,7 +44,7 @@ from bookft.flows.summary import corpus_figures, flow_summary, task_figures, tra
 from bookft.flows.tune_report import compare_all, ppl_figures, print_summary, short_figures, write_index
 from bookft.flows.tune_settings import DEFAULT_PRESET, SIZES, FlowSettings, base_key_settings, settings_for
 
-__all__ = ["DEFAULT_PRESET", "SIZES", "FlowSettings", "dataclasses", "ingest", "published", "run_tune_flow",
+__all__ = ["DEFAULT_PRESET", "SIZES", "FlowSettings", "ingest", "published", "run_tune_flow",
            "settings_for"]
 
 
