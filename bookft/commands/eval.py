@@ -169,6 +169,7 @@ def niah(
     run_config, section = read_config(config, overrides)
     if not checkpoint and not model:  # after `bookft train` with the same (or the default) config: its run
         checkpoint = _default_checkpoint(run_config)
+    subject = Subject(checkpoint=checkpoint, model_dir=model, tokenizer=tokenizer)
     if run_config is None and checkpoint:  # the run's own config: its eval section is the first layer
         from bookft.train.checkpoint import run_config_of
 
@@ -180,8 +181,7 @@ def niah(
         "scoring": [p for v in scoring for p in v.split(",") if p] if scoring else None,
     }
     settings = layer_settings(getattr(run_config, "eval", None), section, overrides, flags)
-    evaluate(run_config, settings, Subject(checkpoint=checkpoint, model_dir=model, tokenizer=tokenizer), out=out,
-             console=Console(), progress=progress)
+    evaluate(run_config, settings, subject, out=out, console=Console(), progress=progress)
 
 
 @eval_app.command("short")

@@ -134,6 +134,10 @@ class Subject:
     tokenizer: str | None = None
     label: str | None = None
 
+    def __post_init__(self) -> None:
+        if bool(self.checkpoint) == bool(self.model_dir):
+            raise EvalError("give exactly one of --checkpoint RUN_DIR or --model HF_DIR")
+
 
 def settings_with(base: EvalConfig | None, **changes: Any) -> EvalConfig:
     """`base` (or the defaults) with `changes` (flags; None leaves a key as it is), checked by one
