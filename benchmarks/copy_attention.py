@@ -154,7 +154,8 @@ def main() -> None:
     ap.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "copy_attention.json"))
     args = ap.parse_args()
 
-    from bookft.eval.entry import load_settings, load_subject
+    from bookft.commands.eval import load_settings
+    from bookft.eval.entry import load_subject
     from bookft.eval.grid import grid_depths, grid_lengths
     from bookft.eval.haystack import build_haystack
     from bookft.needles import make_task

@@ -39,7 +39,7 @@ def collect(out: str, run_dir: str, note: str) -> dict:
     import statistics
 
     from bookft.corpus import open_corpus
-    from bookft.quickstart import _per_depth
+    from bookft.flows.summary import per_depth
 
     man = open_corpus("data/sample").manifest
     res: dict = {"status": f"incomplete: {note}",
@@ -49,7 +49,7 @@ def collect(out: str, run_dir: str, note: str) -> dict:
         p = Path(out) / f"eval-{name}" / "results.json"
         if p.is_file():
             r = json.loads(p.read_text())
-            res[name] = {"per_depth": _per_depth(r), "summary": r["summary"], "timing": r["timing"]}
+            res[name] = {"per_depth": per_depth(r), "summary": r["summary"], "timing": r["timing"]}
     m = Path(run_dir) / "metrics.jsonl"
     if m.is_file():
         rows = [json.loads(x) for x in m.read_text().splitlines() if x.strip()]
@@ -69,7 +69,7 @@ def _grid_row(per_depth: dict[str, dict[str, float]]) -> dict[str, list[float]]:
 def run_draw(seed: int | None, args, console) -> dict:
     """One default loop (bookft quickstart); `seed` sets retrieval.seed, train.seed and data.seed
     together (a corpus draw, an initialisation and a data order), each draw in its own folders."""
-    from bookft.quickstart import run_quickstart
+    from bookft.flows.default import run_quickstart
 
     ingest_set, run_set = list(args.ingest_set), list(args.set)
     out, run_dir = args.out, None

@@ -1,4 +1,4 @@
-"""Benchmark: the real-model flow (bookft/tune_flow.py) on SmolLM2-135M-Instruct and real books.
+"""Benchmark: the real-model flow (bookft/flows/tune.py) on SmolLM2-135M-Instruct and real books.
 
 The product's `bookft quickstart --model DIR --docs ...` at full size: the books of
 benchmarks/books.py (train/ as the documents, heldout/ as the haystacks, perplexity and short-context
@@ -80,7 +80,7 @@ def main() -> None:
                     "with the same arguments (its corpora and its run's last checkpoint)")
     a = ap.parse_args()
     os.chdir(ROOT)
-    from bookft.tune_flow import run_tune_flow
+    from bookft.flows.tune import run_tune_flow
 
     load_before = machine()
     ensure_books(a.books)

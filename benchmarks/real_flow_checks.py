@@ -38,7 +38,7 @@ PASSAGE_AT = (0.2, 0.5, 0.8)
 
 def reserved_texts(books: Path, out: Path, *, passage_chars: int, ppl_chars: int) -> tuple[list[Path], list[Path]]:
     """OUT/reserved-short/*.txt (passages) and OUT/reserved-ppl/*.txt (one stretch per book)."""
-    from bookft.tune_flow import cut_text, read_text
+    from bookft.flows.inputs import cut_text, read_text
 
     paths = sorted(books.glob("*.txt"))
     if not paths:
@@ -61,17 +61,19 @@ def reserved_texts(books: Path, out: Path, *, passage_chars: int, ppl_chars: int
 def essay_grids(model: Path, tuned: Path, tasks: list[str], s: dict, *, config: Path, overrides: list[str],
                 cache: Path, out: Path, console) -> dict:
     """{cache_key, task: {per_length, mean}} on the essay haystack; base grids from `cache`."""
-    from bookft import tune_flow_evals as ev
+    from bookft.flows import tune_evals as ev
+    from bookft.flows.summary import task_figures
+    from bookft.flows.tune_settings import settings_for
     from bookft.train.config import load_run_config
-    from bookft.tune_flow import settings_for
 
     grid = {k: s[k] for k in ("lengths", "depths", "seeds")}
     settings = settings_for("full", {**{k: tuple(v) for k, v in grid.items()}, "tasks": tuple(tasks)})
-    key = ev.cache_key(model, {**grid, "haystack": "essay"}, load_run_config(config, overrides), [])
-    kw = {"config": config, "overrides": overrides, "haystack": "essay", "console": console, "progress": False}
+    run_config = load_run_config(config, overrides)
+    key = ev.cache_key(model, {**grid, "haystack": "essay"}, run_config, [])
+    kw = {"run_config": run_config, "haystack": "essay", "console": console, "progress": False}
     base = ev.grids(model, settings, out / "essay-base", cache=cache, key=key, **kw)
     tuned_res = ev.grids(tuned, settings, out / "essay-tuned", cache=None, key=None, **kw)
-    return {"cache_key": key, **ev.task_figures(base, tuned_res)}
+    return {"cache_key": key, **task_figures(base, tuned_res)}
 
 
 def main() -> None:
@@ -89,8 +91,12 @@ def main() -> None:
     a = ap.parse_args()
     from rich.console import Console
 
-    from bookft import tune_flow_evals as ev
-    from bookft.eval.short_entry import evaluate_short
+    from bookft.eval.entry import Subject
+    from bookft.eval.short_entry import ShortConfig, evaluate_short
+    from bookft.flows import tune_evals as ev
+    from bookft.flows.summary import figures_table
+    from bookft.flows.tune_report import TITLE, ppl_figures, short_figures
+    from bookft.train.config import load_run_config
 
     console = Console()
     run = (a.run or ROOT / f"runs/real-flow-full-seed{a.seed}").resolve()
@@ -107,11 +113,11 @@ def main() -> None:
                         out=out, console=console)
     times["essay_grids_s"] = round(time.perf_counter() - t0, 1)
     t1 = time.perf_counter()
-    short = evaluate_short(checkpoint=None, model_dir=str(tuned), base=str(a.model.resolve()), tokenizer=None,
-                           corpus=str(run / "heldout-corpus"), texts=[str(p) for p in short_files],
-                           max_tokens=s["short_tokens"], out=out / "short", console=console)
+    short_config = ShortConfig(base=str(a.model.resolve()), corpus=str(run / "heldout-corpus"),
+                               texts=tuple(str(p) for p in short_files), max_tokens=s["short_tokens"])
+    short = evaluate_short(None, short_config, Subject(model_dir=str(tuned)), out=out / "short", console=console)
     times["short_s"] = round(time.perf_counter() - t1, 1)
-    short_figs = ev.short_figures(short)
+    short_figs = short_figures(short)
     path = a.json or ROOT / f"benchmarks/results/real_flow_checks_seed{a.seed}.json"
     record = {"benchmark": "real_flow_checks", "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
               "seed": a.seed, "run": str(run), "machine": {"before": load_before, "after": machine()},
@@ -119,19 +125,20 @@ def main() -> None:
               "reserved_short": {"passages": [p.name for p in short_files], "tokens_per_passage": s["short_tokens"],
                                  **short_figs["generic"]},
               "reserved_ppl": None, "times": times}
-    console.print(ev.figures_table({k: v for k, v in grids.items() if k != "cache_key"}, "the essay"))
+    console.print(figures_table({k: v for k, v in grids.items() if k != "cache_key"}, TITLE.format("the essay")))
     r = record["reserved_short"]
     console.print(f"reserved passages, eval short: {r['base_loss']:.4f} -> {r['tuned_loss']:.4f} "
                   f"({r['loss_delta']:+.4f} nats/token)")
     path.write_text(json.dumps(record, indent=1) + "\n")  # the grids and short stand before ppl runs
     t2 = time.perf_counter()
-    base = ev.base_ppl(a.model.resolve(), ppl_files, s["ppl_lengths"], config=a.config, overrides=overrides,
+    run_config = load_run_config(a.config, overrides)
+    base = ev.base_ppl(a.model.resolve(), ppl_files, s["ppl_lengths"], run_config=run_config,
                        out=out / "ppl-base", console=console, progress=False, cache=a.cache, key=grids["cache_key"])
-    ppl = ev.run_ppl(a.model.resolve(), tuned, ppl_files, s["ppl_lengths"], config=a.config, overrides=overrides,
+    ppl = ev.run_ppl(a.model.resolve(), tuned, ppl_files, s["ppl_lengths"], run_config=run_config,
                      out=out / "ppl", console=console, progress=False, base=base)
     times["ppl_s"] = round(time.perf_counter() - t2, 1)
     record["machine"]["after"] = machine()
-    record["reserved_ppl"] = {"texts": [p.name for p in ppl_files], "chars": a.ppl_chars, "ppl": ev.ppl_figures(ppl)}
+    record["reserved_ppl"] = {"texts": [p.name for p in ppl_files], "chars": a.ppl_chars, "ppl": ppl_figures(ppl)}
     for n, v in record["reserved_ppl"]["ppl"].items():
         console.print(f"reserved ppl at {n}: {v['base']:.3f} -> {v['tuned']:.3f}")
     path.write_text(json.dumps(record, indent=1) + "\n")

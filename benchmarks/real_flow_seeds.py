@@ -74,10 +74,10 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from bookft import tune_flow_evals as ev
     from bookft.eval.report import load_results
+    from bookft.flows import tune_evals as ev
+    from bookft.flows.tune_settings import base_key_settings, settings_for
     from bookft.train.config import load_run_config
-    from bookft.tune_flow import base_key_settings, settings_for
 
     console = Console()
     run = a.run.resolve()
@@ -95,9 +95,9 @@ def main() -> None:
     overrides = [f"model.hf_path={model}", f"data.seq_len={max(s['lengths'])}", *s["overrides"]]
     settings = settings_for(s["size"], {"lengths": tuple(s["lengths"]), "depths": tuple(s["depths"]),
                                         "seeds": tuple(seeds), "tasks": tuple(tasks)})
-    key = ev.cache_key(model, base_key_settings(settings), load_run_config(a.config, overrides), heldout)
-    kw = {"config": a.config, "overrides": overrides, "haystack": run / "heldout-corpus", "console": console,
-          "progress": False}
+    run_config = load_run_config(a.config, overrides)
+    key = ev.cache_key(model, base_key_settings(settings), run_config, heldout)
+    kw = {"run_config": run_config, "haystack": run / "heldout-corpus", "console": console, "progress": False}
     load_before, t0 = machine(), time.perf_counter()
     base = ev.grids(model, settings, run / "seeds-base", cache=a.cache, key=key, **kw)
     t1 = time.perf_counter()

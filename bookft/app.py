@@ -14,7 +14,6 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from bookft import __version__
 from bookft.errors import BookftError
 
 app = typer.Typer(
@@ -27,14 +26,9 @@ app = typer.Typer(
 console = Console(stderr=True)
 
 
-@app.command()
-def version() -> None:
-    """Print the bookft version."""
-    print(__version__)
-
-
 # Help lists commands in this order; each module's register(app) adds its own.
 COMMAND_MODULES = (
+    "bookft.commands.version",
     "bookft.commands.ingest",
     "bookft.commands.corpus",
     "bookft.commands.train",
@@ -43,7 +37,7 @@ COMMAND_MODULES = (
     "bookft.commands.plan",
     "bookft.commands.pipelines",
     "bookft.commands.launch",
-    "bookft.quickstart",
+    "bookft.commands.quickstart",
 )
 
 

@@ -30,7 +30,8 @@ def test_ingest_corpus_is_the_directory_and_definition_the_yaml(tmp_path):
 
 
 def test_eval_without_a_subject_finds_the_default_run(tmp_path, monkeypatch):
-    from bookft.eval.entry import default_run
+    from bookft.commands.eval import default_run
+    from bookft.train.config import load_run_config
 
     monkeypatch.chdir(tmp_path)
     assert default_run(None) is None
@@ -40,7 +41,7 @@ def test_eval_without_a_subject_finds_the_default_run(tmp_path, monkeypatch):
     assert default_run(None) == Path("runs/tiny-cpu")
     cfg = tmp_path / "other.yaml"
     cfg.write_text("name: other\n")
-    assert default_run(cfg) is None
+    assert default_run(load_run_config(cfg)) is None
 
 
 def test_plan_reads_the_presets_length():

@@ -1,6 +1,6 @@
 """The layering holds: import-linter's contracts in pyproject.toml ([tool.importlinter]) are all kept.
 
-Layers (docs/design.md): cli/commands > pipelines, quickstart > ingest > plan > eval > train > model >
+Layers (docs/design.md): cli/commands > pipelines > flows > ingest > plan > eval > train > model >
 attention, parallel > corpus, needles > config, host > errors; ingest imports neither eval nor jax;
 model imports neither parallel nor train. No module imports itself through others (a cycle), on
 grimp's graph, the one import-linter checks. Imports inside functions count.
@@ -75,3 +75,29 @@ def test_no_import_cycle_among_modules():
     graph.add_import(importer="bookft.corpus.reader", imported="bookft.corpus.store")
     graph.add_import(importer="bookft.corpus.store", imported="bookft.corpus.reader")
     assert _cycle(graph) is not None  # the check can fail
+
+
+def _defs_and_commands():
+    import ast
+
+    defs, commands = {}, []
+    for path in sorted((ROOT / "bookft").rglob("*.py")):
+        src = path.read_text()
+        name = str(path.relative_to(ROOT))
+        for node in ast.walk(ast.parse(src)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                defs.setdefault(node.name, []).append(name)
+            if isinstance(node, ast.Attribute) and node.attr in ("command", "add_typer") and \
+                    not name.startswith("bookft/commands/"):
+                commands.append(f"{name}:{node.lineno}")
+    return defs, commands
+
+
+def test_commands_register_in_commands_and_the_flows_share_their_phases():
+    """Every CLI command is registered by a module of bookft/commands/; the flows' shared readings
+    are defined once in bookft (one per_depth, one summary shape, one progress-and-timing helper)."""
+    defs, commands = _defs_and_commands()
+    assert not commands, f"CLI commands registered outside bookft/commands/: {commands}"
+    for name in ("per_depth", "flow_summary", "task_figures", "figures_table"):
+        assert defs.get(name) == [defs[name][0]] and defs[name][0].startswith("bookft/flows/"), (name, defs.get(name))
+    assert not (ROOT / "bookft" / "quickstart.py").exists() and not (ROOT / "bookft" / "tune_flow.py").exists()

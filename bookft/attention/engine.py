@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from bookft.attention.kernel_xla import NEG, _scan
+from bookft.attention.kernel_xla import NEG, scan_blocks
 from bookft.errors import AttentionError
 
 F32 = jnp.float32
@@ -97,10 +97,10 @@ def accumulate_fwd(kernel, causal, c, q, qseg, qids, k, v, kseg, kids, o_acc, ls
             oi, li = lax.cond(rel != SKIP, run, lambda _: (oi, li), None)
             return (_put(o_acc, oi, i, c, 1), _put(lse_acc, li, i, c, 2)), None
 
-        carry, _ = _scan(over_q, carry, jnp.arange(nq))
+        carry, _ = scan_blocks(over_q, carry, jnp.arange(nq))
         return carry, None
 
-    (o_acc, lse_acc), _ = _scan(over_kv, (o_acc, lse_acc), jnp.arange(nk))
+    (o_acc, lse_acc), _ = scan_blocks(over_kv, (o_acc, lse_acc), jnp.arange(nk))
     return o_acc, lse_acc
 
 
@@ -130,10 +130,10 @@ def accumulate_bwd(kernel, causal, c, q, qseg, qids, k, v, kseg, kids, o, lse, d
             return (_put(dq_acc, dqi, i, c, 1), dk, dv), None
 
         zeros = jnp.zeros((B, c, Hkv, D), F32)
-        (dq_acc, dk, dv), _ = _scan(over_q, (dq_acc, zeros, zeros), jnp.arange(nq))
+        (dq_acc, dk, dv), _ = scan_blocks(over_q, (dq_acc, zeros, zeros), jnp.arange(nq))
         return dq_acc, (dk, dv)
 
-    dq_acc, (dk, dv) = _scan(over_kv, dq_acc, jnp.arange(nk))
+    dq_acc, (dk, dv) = scan_blocks(over_kv, dq_acc, jnp.arange(nk))
     dk = dk.transpose(1, 0, 2, 3, 4).reshape(B, nk * c, Hkv, D)  # [nk,B,c,H,D] -> [B,nk*c,H,D]
     dv = dv.transpose(1, 0, 2, 3, 4).reshape(B, nk * c, Hkv, D)
     return dq_acc, dk, dv

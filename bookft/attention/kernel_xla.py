@@ -35,7 +35,7 @@ NEG = -1e30  # finite "minus infinity" for masked scores and empty-row lse
 F32 = jnp.float32
 
 
-def _scan(f, init, xs):
+def scan_blocks(f, init, xs):
     """lax.scan, inlined when there is one step (small programs compile much faster on CPU)."""
     if jax.tree_util.tree_leaves(xs)[0].shape[0] != 1:
         return lax.scan(f, init, xs)
@@ -130,7 +130,7 @@ def flash_fwd(q, k, v, qseg, kseg, *, causal: bool, block_q: int, block_kv: int,
         o = acc / jnp.where(den > 0, den, 1.0)[..., None]
         return o, lse
 
-    _, (o, lse) = _scan(lambda c, xs: (c, q_block(xs)), None, (jnp.arange(nq), qb, qsb, qlo, qhi))
+    _, (o, lse) = scan_blocks(lambda c, xs: (c, q_block(xs)), None, (jnp.arange(nq), qb, qsb, qlo, qhi))
     o = o.transpose(1, 0, 4, 2, 3, 5).reshape(B, C, Hq, D)  # [nq,B,Hkv,G,bq,D] -> [B,C,Hq,D]
     lse = lse.transpose(1, 2, 3, 0, 4).reshape(B, Hq, C)  # [nq,B,Hkv,G,bq] -> [B,Hq,C]
     return o, lse
@@ -182,13 +182,13 @@ def flash_bwd(q, k, v, qseg, kseg, o, lse, do, *, causal: bool, block_q: int, bl
             return lax.cond(vis, compute, skip, carry)
 
         zeros = jnp.zeros((B, bk, Hkv, D), F32)
-        (dk, dv), dq_parts = _scan(
+        (dk, dv), dq_parts = scan_blocks(
             q_step, (zeros, zeros), (jnp.arange(nq), qb, dob, lseb, dib, qsb, qlo, qhi)
         )
         return dq_acc + dq_parts, (dk, dv)
 
     dq0 = jnp.zeros((nq, B, bq, Hkv, G, D), F32)
-    dq, (dk, dv) = _scan(kv_block, dq0, (jnp.arange(nk), kb, vb, ksb, klo, khi))
+    dq, (dk, dv) = scan_blocks(kv_block, dq0, (jnp.arange(nk), kb, vb, ksb, klo, khi))
     dq = dq.transpose(1, 0, 2, 3, 4, 5).reshape(B, C, Hq, D)
     dk = dk.transpose(1, 0, 2, 3, 4).reshape(B, Ck, Hkv, D)
     dv = dv.transpose(1, 0, 2, 3, 4).reshape(B, Ck, Hkv, D)

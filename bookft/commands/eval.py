@@ -1,14 +1,31 @@
-"""`bookft eval niah`, `bookft eval short`, `bookft eval ppl` and `bookft eval compare`: parse flags, call one
-library function each."""
+"""`bookft eval niah`, `bookft eval short`, `bookft eval ppl` and `bookft eval compare`: parse flags, read
+--config and `--set` once, call one typed library function each (bookft.eval.entry.evaluate,
+ppl_entry.evaluate_ppl, short_entry.evaluate_short).
+
+Design choices:
+- --config is read once (read_config). A file with run-config sections is the run config (its
+  attention, parallel and model knobs score the subject; `--set SECTION.KEY=...` overrides apply to
+  it); a file without them is an eval YAML (its `eval:` section, or the whole file).
+- The eval settings are layered: the run config's `eval:` section (the --config file's, else the
+  checkpoint's own run), then an eval YAML's section, then `--set eval.KEY=VALUE` overrides, then
+  the explicit flags (--lengths, --depths, ...). Keys under another run-config section go to the
+  run config; a bare `--set lengths=...` is refused with the spelling to use. One strict
+  `from_dict(EvalConfig, ...)` checks the result, so an unknown key names its path; keys set by
+  none of them are decided by the eval once the subject's tokenizer is loaded.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
 
-from bookft.errors import EvalError
+from bookft.config import apply_overrides, deep_merge, from_dict, parse_override, read_yaml, to_dict
+from bookft.errors import ConfigError, EvalError
+
+RUN_SECTIONS = ("name", "model", "attention", "parallel", "data", "train", "checkpoint")
 
 eval_app = typer.Typer(help="Needle-in-a-haystack / RULER-style retrieval grids and reports.",
                        no_args_is_help=True)
@@ -41,11 +58,86 @@ def parse_floats(values: list[str] | None, flag: str) -> list[float] | None:
         raise EvalError(f"{flag}: expected numbers such as 0,25,50,75,100") from None
 
 
-def _default_checkpoint(config: str | None) -> str:
-    """The run `bookft train` wrote for `config` (or the default preset), when neither subject is given."""
-    from bookft.eval.entry import default_run
+def eval_keys() -> tuple[str, ...]:
+    from bookft.eval.config import EvalConfig
 
-    run = default_run(config)
+    return tuple(EvalConfig.__dataclass_fields__)
+
+
+def split_overrides(overrides: list[str]) -> tuple[list[str], list[str]]:
+    """(eval overrides without the `eval.` prefix, run-config overrides). Eval keys have one
+    spelling, `eval.KEY=VALUE`; a key under no section is a ConfigError that says so."""
+    ev, run = [], []
+    for item in overrides or []:
+        keys, _ = parse_override(item)
+        if keys[0] == "eval":
+            ev.append(item.split(".", 1)[1])
+        elif keys[0] in RUN_SECTIONS:
+            run.append(item)
+        elif keys[0] in eval_keys():
+            raise ConfigError(f"--set {item}: eval keys are spelled with their section: "
+                              f"--set eval.{item.strip()}")
+        else:
+            raise ConfigError(f"--set {item}: unknown key {keys[0]} (keys are eval.KEY or a run-config "
+                              f"section's: {', '.join(RUN_SECTIONS)})")
+    return ev, run
+
+
+def read_config(config: str | Path | None, overrides: list[str]):
+    """(run config or None, eval section) of --config, read once: a file with run sections gives
+    its RunConfig (with the run-config overrides) and its `eval:` mapping; an eval YAML gives None
+    and its `eval:` mapping or the whole file; no file, (None, {})."""
+    if config is None:
+        return None, {}
+    raw = read_yaml(config)
+    run_config = None
+    if any(k in raw for k in RUN_SECTIONS):
+        from bookft.train.config import RunConfig
+
+        try:
+            run_config = from_dict(RunConfig, apply_overrides(raw, split_overrides(overrides)[1]))
+        except ConfigError as e:
+            raise ConfigError(f"{config}: {e}") from None
+    section = raw.get("eval", {}) if run_config is not None or "eval" in raw else raw
+    if not isinstance(section, dict):
+        raise EvalError(f"{config}: eval: expected a mapping")
+    return run_config, section
+
+
+def layer_settings(base, section: dict, overrides: list[str], flags: dict[str, Any]):
+    """The EvalConfig of the module doc's layers: `base` (an EvalConfig or None), an eval YAML's
+    `section`, the overrides' eval keys, the flags."""
+    from bookft.eval.config import EvalConfig
+
+    data = deep_merge(to_dict(base) if base is not None else {}, section)
+    data = apply_overrides(data, split_overrides(overrides)[0])
+    data.update({k: v for k, v in flags.items() if v is not None})
+    return from_dict(EvalConfig, data, "eval")
+
+
+def load_settings(config: str | Path | None, overrides: list[str], flags: dict[str, Any], base=None, *,
+                  has_chat_template: bool = False, seq_len: int | None = None):
+    """The EvalConfig of a --config file (a run config's `eval:` section, or an eval YAML), the
+    overrides and the flags over `base` (an EvalConfig or None), every key decided (resolve_settings)."""
+    from bookft.eval.config import resolve_settings
+
+    _, section = read_config(config, overrides)
+    return resolve_settings(layer_settings(base, section, overrides, flags), has_chat_template=has_chat_template,
+                            seq_len=seq_len)
+
+
+def default_run(run_config) -> Path | None:
+    """The run directory `bookft train` writes for `run_config` (None: the default preset),
+    runs/<name>, when it exists: what `bookft eval` evaluates without --checkpoint or --model."""
+    from bookft.train.config import load_run_config
+
+    run = Path("runs") / (run_config or load_run_config(None)).name
+    return run if run.is_dir() else None
+
+
+def _default_checkpoint(run_config) -> str:
+    """The run `bookft train` wrote for `run_config` (or the default preset), when neither subject is given."""
+    run = default_run(run_config)
     if run is None:
         raise EvalError("give --checkpoint RUN_DIR or --model HF_DIR (no default run: runs/<config name> "
                         "does not exist; `bookft train` writes it)")
@@ -71,18 +163,25 @@ def niah(
     progress: bool = typer.Option(True, "--progress/--no-progress"),
 ) -> None:
     """Score a needle-in-a-haystack grid and write results.json, heatmap.png, report.html."""
-    from bookft.eval.entry import evaluate
+    from bookft.eval.entry import Subject, evaluate
 
+    overrides = list(overrides or [])
+    run_config, section = read_config(config, overrides)
     if not checkpoint and not model:  # after `bookft train` with the same (or the default) config: its run
-        checkpoint = _default_checkpoint(config)
+        checkpoint = _default_checkpoint(run_config)
+    subject = Subject(checkpoint=checkpoint, model_dir=model, tokenizer=tokenizer)
+    if run_config is None and checkpoint:  # the run's own config: its eval section is the first layer
+        from bookft.train.checkpoint import run_config_of
+
+        run_config = run_config_of(checkpoint)
     flags = {
         "task": task, "lengths": parse_lengths(lengths), "depths": parse_floats(depths, "--depths"),
         "seeds": [int(s) for s in parse_floats(seeds, "--seeds")] if seeds else None,
         "haystack": haystack, "corpus": corpus,
         "scoring": [p for v in scoring for p in v.split(",") if p] if scoring else None,
     }
-    evaluate(checkpoint=checkpoint, model_dir=model, tokenizer=tokenizer, config=config,
-             overrides=list(overrides or []), flags=flags, out=out, console=Console(), progress=progress)
+    settings = layer_settings(getattr(run_config, "eval", None), section, overrides, flags)
+    evaluate(run_config, settings, subject, out=out, console=Console(), progress=progress)
 
 
 @eval_app.command("short")
@@ -97,12 +196,14 @@ def short(
     out: Path = typer.Option(Path("eval-out"), "--out", help="output directory: the NIAH report's, to share its report.html"),
 ) -> None:
     """Loss and token accuracy on short held-out corpus documents and a generic text, base vs tuned."""
-    from bookft.eval.short_entry import evaluate_short
+    from bookft.eval.entry import Subject
+    from bookft.eval.short_entry import ShortConfig, evaluate_short
 
+    settings = ShortConfig(base=base, corpus=corpus, texts=tuple(text or ()), max_tokens=max_tokens)
     if not checkpoint and not model:
         checkpoint = _default_checkpoint(None)
-    evaluate_short(checkpoint=checkpoint, model_dir=model, base=base, tokenizer=tokenizer, corpus=corpus,
-                   texts=list(text or []), max_tokens=max_tokens, out=out, console=Console())
+    evaluate_short(None, settings, Subject(checkpoint=checkpoint, model_dir=model, tokenizer=tokenizer), out=out,
+                   console=Console())
 
 
 @eval_app.command("ppl")
@@ -122,16 +223,16 @@ def ppl(
     progress: bool = typer.Option(True, "--progress/--no-progress"),
 ) -> None:
     """Perplexity on long documents by window length (Press et al.'s sliding window), and loss by position."""
-    from bookft.eval.ppl_entry import evaluate_ppl
+    from bookft.eval.ppl_entry import PplConfig, evaluate_ppl, labelled_subjects
 
-    if dtype not in ("float32", "bfloat16"):
-        raise EvalError(f"--dtype: float32 or bfloat16, got {dtype!r}")
+    settings = PplConfig(lengths=tuple(parse_lengths(lengths) or ()), stride=stride, dtype=dtype,
+                         texts=tuple(text or ()), corpus=corpus, max_documents=max_documents)
+    run_config, _ = read_config(config, list(overrides or []))
     if not checkpoint and not model:
-        checkpoint = [_default_checkpoint(config)]
-    evaluate_ppl(models=list(model or []), checkpoints=list(checkpoint or []),
-                 names=[n.strip() for n in names.split(",")] if names else None, texts=list(text or []),
-                 corpus=corpus, lengths=parse_lengths(lengths), stride=stride, out=out, dtype=dtype, config=config,
-                 overrides=list(overrides or []), max_documents=max_documents, console=Console(), progress=progress)
+        checkpoint = [_default_checkpoint(run_config)]
+    subjects = labelled_subjects(list(model or []), list(checkpoint or []),
+                                 [n.strip() for n in names.split(",")] if names else None)
+    evaluate_ppl(run_config, settings, subjects, out=out, console=Console(), progress=progress)
 
 
 @eval_app.command("compare")

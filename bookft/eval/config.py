@@ -5,7 +5,7 @@ train layer below eval reads it; that module says why and documents the keys). T
 what only eval time knows: the keys left None ("set nowhere") are decided by `resolve_settings`.
 
 Design choices:
-- Two ways to decide them. `bookft eval niah` (bookft/eval/entry.py) knows its subject, so it passes
+- Two ways to decide them. `bookft eval niah` (bookft.eval.entry.evaluate) knows its subject, so it passes
   whether the tokenizer has a chat template: the RULER phrasing is then scored RULER's way
   (`ruler_protocol_defaults`: generated text scored by string match, the chat template where the
   tokenizer has one). A library call (run_niah, the needle probe) passes nothing and gets the

@@ -1,89 +1,35 @@
-"""What `bookft eval niah` does between parsing and printing: settings, subject, attention, run, report.
+"""What `bookft eval niah` does between parsing and printing: subject, settings, attention, run, report.
 
 Design choices:
-- Settings are layered: the run config's `eval:` section (typed at load with the run config: the
-  checkpoint's, or the --config file's), then the --config file's `eval:` section (or a whole eval
-  YAML), then `--set eval.KEY=VALUE` overrides (keys under another run-config section, e.g.
-  `attention.strategy=ring`, go to the run config; a bare `--set lengths=...` is refused with the
-  spelling to use), then the explicit flags (--lengths, --depths, ...). Keys set by none of them
-  are decided by resolve_settings (eval/config.py): the RULER protocol where the phrasing is ruler
-  (generate scoring, the chat template where the tokenizer has one), the run's data.seq_len as the
-  spaced grid's max_length. One strict `from_dict(EvalConfig, ...)` checks the result, so an
-  unknown key names its path.
+- One typed call, `evaluate(run_config, eval_config, subject)`: dataclasses in, results out, no
+  config file read here. The callers decide the settings: `bookft eval niah` reads --config and
+  `--set` once (bookft/commands/eval.py, which says how they are layered), the flows and the
+  pipeline's post-step start from a RunConfig's `eval:` section or the defaults and change it with
+  settings_with. Keys left None are decided here by resolve_settings (eval/config.py), which needs
+  the loaded tokenizer: the RULER protocol where the phrasing is ruler (generate scoring, the chat
+  template where the tokenizer has one), the run's data.seq_len as the spaced grid's max_length.
 - The subject is a checkpoint (`bookft.train.checkpoint.load_params(run_dir) -> (model, run_config)`)
-  or an HF folder (`bookft.model.load_hf`).
+  or an HF folder (`bookft.model.load_hf`), named by a Subject.
 - Attention comes from the run config's attention and parallel sections: with a context axis > 1
   in the mesh, the configured context-parallel strategy over that mesh (params placed with their
   train shardings, inputs zig-zag ordered and sequence-sharded) for both scorers, teacher-forced
   and greedy generation; otherwise the same kernel on one device.
 """
-
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from bookft.config import apply_overrides, deep_merge, from_dict, parse_override, read_yaml, to_dict
-from bookft.errors import ConfigError, CorpusError, EvalError
+from bookft.config import from_dict, to_dict
+from bookft.errors import CorpusError, EvalError
 from bookft.eval.config import EvalConfig, resolve_settings
 from bookft.eval.drivers import attention_and_layout
 from bookft.eval.report import print_summary, write_report
 from bookft.eval.runner import run_niah
 from bookft.needles.tokenizer import ModelTokenizer
-
-RUN_SECTIONS = ("name", "model", "attention", "parallel", "data", "train", "checkpoint")
-
-
-def split_overrides(overrides: list[str]) -> tuple[list[str], list[str]]:
-    """(eval overrides without the `eval.` prefix, run-config overrides). Eval keys have one
-    spelling, `eval.KEY=VALUE`; a key under no section is a ConfigError that says so."""
-    ev, run = [], []
-    for item in overrides or []:
-        keys, _ = parse_override(item)
-        if keys[0] == "eval":
-            ev.append(item.split(".", 1)[1])
-        elif keys[0] in RUN_SECTIONS:
-            run.append(item)
-        elif keys[0] in EvalConfig.__dataclass_fields__:
-            raise ConfigError(f"--set {item}: eval keys are spelled with their section: "
-                              f"--set eval.{item.strip()}")
-        else:
-            raise ConfigError(f"--set {item}: unknown key {keys[0]} (keys are eval.KEY or a run-config "
-                              f"section's: {', '.join(RUN_SECTIONS)})")
-    return ev, run
-
-
-def load_settings(config: str | Path | None, overrides: list[str], flags: dict[str, Any],
-                  base: EvalConfig | None = None, *, has_chat_template: bool = False,
-                  seq_len: int | None = None) -> EvalConfig:
-    """The eval settings, every key decided: `base` (a run config's eval section), the --config
-    file's, the eval overrides, the flags; keys set nowhere by resolve_settings."""
-    data = to_dict(base) if base is not None else {}
-    if config is not None:
-        raw = read_yaml(config)
-        section = raw.get("eval", {}) if any(k in raw for k in RUN_SECTIONS + ("eval",)) else raw
-        if not isinstance(section, dict):
-            raise EvalError(f"{config}: eval: expected a mapping")
-        data = deep_merge(data, section)
-    data = apply_overrides(data, split_overrides(overrides)[0])
-    data.update({k: v for k, v in flags.items() if v is not None})
-    return resolve_settings(from_dict(EvalConfig, data, "eval"), has_chat_template=has_chat_template,
-                            seq_len=seq_len)
-
-
-def _run_config(config: str | Path | None, overrides: list[str]):
-    """The run config of a --config file that has run sections (for attention/parallel), else None."""
-    if config is None:
-        return None
-    raw = read_yaml(config)
-    if not any(k in raw for k in RUN_SECTIONS):
-        return None
-    from bookft.config import load
-    from bookft.train.config import RunConfig
-
-    return load(RunConfig, config, split_overrides(overrides)[1])
 
 
 def _checkpoint_tokenizer(run_dir: Path, run_config) -> Path:
@@ -177,28 +123,54 @@ def realise(run_config):
     return choose_mesh_axes(run_config, n_devices(run_config))[0]
 
 
-def default_run(config: str | Path | None) -> Path | None:
-    """The run directory `bookft train` writes for `config` (a run config; else the default preset),
-    runs/<name>, when it exists: what `bookft eval niah` evaluates without --checkpoint or --model."""
-    from bookft.train.config import load_run_config
+@dataclass(frozen=True)
+class Subject:
+    """What an eval scores: a training run (`checkpoint`, RUN or RUN/checkpoints/STEP) or an HF folder
+    (`model_dir`), exactly one; `tokenizer` (a tokenizer.json or folder) replaces its own; `label`
+    names it in a report that holds several (bookft eval ppl)."""
 
-    run_config = _run_config(config, [])
-    name = (run_config or load_run_config(None)).name
-    run = Path("runs") / name
-    return run if run.is_dir() else None
+    checkpoint: str | None = None
+    model_dir: str | None = None
+    tokenizer: str | None = None
+    label: str | None = None
+
+    def __post_init__(self) -> None:
+        if bool(self.checkpoint) == bool(self.model_dir):
+            raise EvalError("give exactly one of --checkpoint RUN_DIR or --model HF_DIR")
 
 
-def evaluate(*, checkpoint: str | None, model_dir: str | None, tokenizer: str | None,
-             config: str | None, overrides: list[str], flags: dict[str, Any], out: str | Path,
+def settings_with(base: EvalConfig | None, **changes: Any) -> EvalConfig:
+    """`base` (or the defaults) with `changes` (flags; None leaves a key as it is), checked by one
+    strict from_dict, so an unknown key or a bad value names its path."""
+    data = to_dict(base) if base is not None else {}
+    data.update({k: v for k, v in changes.items() if v is not None})
+    return from_dict(EvalConfig, data, "eval")
+
+
+def read_texts(paths: list[str]) -> list[str]:
+    """UTF-8 files, each one document (`--text`); a file that is not is an EvalError naming it."""
+    out = []
+    for p in paths:
+        try:
+            out.append(Path(p).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as e:
+            raise EvalError(f"--text {p}: cannot read it as UTF-8 text ({e})") from None
+    return out
+
+
+def evaluate(run_config, eval_config: EvalConfig, subject: Subject, *, out: str | Path,
              console: Console | None = None, progress: bool = True) -> dict:
-    """Load the subject and settings, run the grid, write the report, print the summary."""
+    """Score `subject` on the grid of `eval_config`, write the report, print the summary; the results.
+
+    run_config: the RunConfig the subject is scored under (attention, parallel, the model knobs an HF
+    folder is loaded with, data.seq_len ending a spaced grid), or None: a checkpoint's own run config,
+    an HF folder as it is on one device. eval_config: the settings as layered by the caller (keys left
+    None are decided here by resolve_settings, from the subject's tokenizer). Reads no config file."""
     console = console or Console()
-    file_run_config = realise(_run_config(config, overrides))
-    model, tok, model_config, run_config, info, mesh = load_on_mesh(checkpoint, model_dir, tokenizer,
-                                                                    file_run_config)
+    model, tok, model_config, run_config, info, mesh = load_on_mesh(subject.checkpoint, subject.model_dir,
+                                                                    subject.tokenizer, realise(run_config))
     seq_len = getattr(getattr(run_config, "data", None), "seq_len", None)  # the preset's length ends the grid
-    settings = load_settings(config, overrides, flags, base=getattr(run_config, "eval", None),
-                             has_chat_template=bool(tok.chat_template), seq_len=seq_len)
+    settings = resolve_settings(eval_config, has_chat_template=bool(tok.chat_template), seq_len=seq_len)
     # both scorers: the configured strategy over the mesh (or the local kernel on one device)
     attend, layout = run_attention(run_config, mesh, settings.length_buckets, info)
     model = layout.place(model)  # the host copy load_params returned is dropped here
@@ -210,7 +182,7 @@ def evaluate(*, checkpoint: str | None, model_dir: str | None, tokenizer: str | 
                        model_info=info, console=console, progress=progress)
     if jax.process_index() != 0:
         return results
-    paths = write_report(results, out, probe_rows=training_probe(checkpoint))
+    paths = write_report(results, out, probe_rows=training_probe(subject.checkpoint))
     print_summary(results, console)
     console.print(f"wrote {paths['report']} and {paths['results']}")
     return results

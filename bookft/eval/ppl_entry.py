@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +36,7 @@ from rich.table import Table
 
 from bookft.errors import EvalError
 from bookft.eval.drivers import check_model
-from bookft.eval.entry import _run_config, load_on_mesh, realise, run_attention, training_probe
+from bookft.eval.entry import Subject, load_on_mesh, read_texts, realise, run_attention, training_probe
 from bookft.eval.ppl import perplexity, windows_of
 from bookft.eval.ppl_report import (
     KIND,
@@ -48,13 +49,32 @@ from bookft.eval.ppl_report import (
 )
 from bookft.eval.report import niah_results, write_report
 from bookft.eval.short import held_out_texts
-from bookft.eval.short_entry import _read_texts
 
 DEFAULT_LENGTHS = (1024, 2048, 4096)
+DTYPES = ("float32", "bfloat16")
 
 
-def subjects(models: list[str], checkpoints: list[str], names: list[str] | None) -> list[tuple]:
-    """[(label, checkpoint, model_dir)]: --model folders, then --checkpoint runs."""
+@dataclass(frozen=True)
+class PplConfig:
+    """What `bookft eval ppl` scores: window lengths (sorted, once each), the sliding windows' stride
+    (None: non-overlapping), the compute dtype of every subject, and the documents: `texts` (files,
+    each one document), else `corpus` (its held-out documents, else all), else the run's corpus."""
+
+    lengths: tuple[int, ...] = DEFAULT_LENGTHS
+    stride: int | None = None
+    dtype: str = "float32"
+    texts: tuple[str, ...] = ()
+    corpus: str | None = None
+    max_documents: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            raise EvalError(f"--dtype: float32 or bfloat16, got {self.dtype!r}")
+        object.__setattr__(self, "lengths", tuple(sorted(set(self.lengths or DEFAULT_LENGTHS))))
+
+
+def labelled_subjects(models: list[str], checkpoints: list[str], names: list[str] | None) -> list[Subject]:
+    """The labelled subjects: --model folders, then --checkpoint runs."""
     subs = [(None, m) for m in models] + [(c, None) for c in checkpoints]
     if not subs:
         raise EvalError("give --model HF_DIR or --checkpoint RUN_DIR (either may be repeated)")
@@ -68,13 +88,13 @@ def subjects(models: list[str], checkpoints: list[str], names: list[str] | None)
             labels.append(base if base not in labels else f"{base}-{i + 1}")
     if len(set(labels)) != len(labels):
         raise EvalError(f"--names: labels must differ, got {labels}")
-    return [(lb, ck, md) for lb, (ck, md) in zip(labels, subs, strict=True)]
+    return [Subject(checkpoint=ck, model_dir=md, label=lb) for lb, (ck, md) in zip(labels, subs, strict=True)]
 
 
 def documents(texts: list[str] | None, corpus: str | None, max_documents: int | None) -> tuple[list[str], dict]:
     """(texts, description) from --text files or a corpus (module doc)."""
     if texts:
-        docs, info = _read_texts(texts), {"source": "--text files", "names": list(texts)}
+        docs, info = read_texts(texts), {"source": "--text files", "names": list(texts)}
     elif corpus:
         from bookft.corpus import open_corpus
 
@@ -107,21 +127,23 @@ def score_subject(model, tok, lengths: list[int], stride: int | None, texts: lis
     return scores, int(sum(len(d) for d in ids))
 
 
-def evaluate_ppl(*, models: list[str], checkpoints: list[str], names: list[str] | None, texts: list[str] | None,
-                 corpus: str | None, lengths: list[int] | None, stride: int | None, out: str | Path,
-                 dtype: str = "float32", config: str | None = None, overrides: list[str] | None = None,
-                 max_documents: int | None = None, console: Console | None = None, progress: bool = True,
-                 reuse: dict[str, dict] | None = None) -> dict:
-    """Perplexity of every model by window length on the same documents; writes the report.
-    `reuse`: {label: subject_record(...)} of subjects scored before on these documents and lengths
-    and stride (the tune flow's cached base model); they are not loaded again."""
+def evaluate_ppl(run_config, ppl_config: PplConfig, subjects: list[Subject], *, out: str | Path,
+                 console: Console | None = None, progress: bool = True, reuse: dict[str, dict] | None = None) -> dict:
+    """Perplexity of every subject by window length on the same documents; writes the report.
+    run_config: the RunConfig whose attention and parallel sections score the windows (None: each
+    checkpoint's own, an HF folder on one device). `reuse`: {label: subject_record(...)} of subjects
+    scored before on these documents and lengths and stride (the tune flow's cached base model);
+    they are not loaded again. Reads no config file."""
     console = console or Console()
-    lengths = sorted(set(lengths or DEFAULT_LENGTHS))
-    file_run_config = realise(_run_config(config, list(overrides or [])))
+    c = ppl_config
+    lengths, stride, dtype, corpus = list(c.lengths), c.stride, c.dtype, c.corpus
+    texts, max_documents = list(c.texts), c.max_documents
+    file_run_config = realise(run_config)
     per: dict[str, dict] = {}
     info_by: dict[str, dict] = {}
     texts_got, docs_info = None, None
-    for label, ck, md in subjects(models, checkpoints, names):
+    for sub in subjects:
+        label, ck, md = sub.label, sub.checkpoint, sub.model_dir
         if label in (reuse or {}):
             rec = reuse[label]
             if sorted(int(n) for n in rec["scores"]) != lengths:

@@ -1,8 +1,16 @@
 """What `bookft eval short` does between parsing and printing: load base and tuned, score both sets,
-write short.json and the report (the NIAH grid's report.html in the same folder, when there is one)."""
+write short.json and the report (the NIAH grid's report.html in the same folder, when there is one).
+
+Design choices:
+- One typed call, `evaluate_short(run_config, short_config, subject)`, as `bookft eval niah`'s
+  (bookft.eval.entry.evaluate): the subject is the tuned model; the base model and the corpus come
+  from `short_config`, else from the run config (the checkpoint's own when None): model.hf_path and
+  data.corpus. Reads no config file.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bookft.errors import EvalError
-from bookft.eval.entry import load_subject, training_probe
+from bookft.eval.entry import Subject, load_subject, read_texts, training_probe
 from bookft.eval.ppl_report import write_sections_page
 from bookft.eval.report import niah_results, write_report
 from bookft.eval.short import generic_texts, held_out_texts, score_documents
@@ -22,35 +30,39 @@ def _encode(tok, texts: list[str], max_tokens: int) -> list[np.ndarray]:
     return [np.array(pre + tok.encode(t).ids[:max_tokens - len(pre)], np.int32) for t in texts]
 
 
-def _read_texts(paths: list[str]) -> list[str]:
-    out = []
-    for p in paths:
-        try:
-            out.append(Path(p).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as e:
-            raise EvalError(f"--text {p}: cannot read it as UTF-8 text ({e})") from None
-    return out
+@dataclass(frozen=True)
+class ShortConfig:
+    """The base model (an HF folder), the corpus whose held-out documents are scored, the generic
+    documents (`texts`, UTF-8 files; none: the eval's generated essay), tokens scored per document."""
+
+    base: str | None = None
+    corpus: str | None = None
+    texts: tuple[str, ...] = ()
+    max_tokens: int = 1024
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 2:
+            raise EvalError(f"--max-tokens: must be >= 2, got {self.max_tokens}")
 
 
-def evaluate_short(*, checkpoint: str | None, model_dir: str | None, base: str | None, tokenizer: str | None,
-                   corpus: str | None, texts: list[str] | None, max_tokens: int, out: str | Path,
+def evaluate_short(run_config, short_config: ShortConfig, subject: Subject, *, out: str | Path,
                    console: Console | None = None) -> dict:
     """Score base and tuned on the corpus's held-out documents and a generic text; write the report."""
     console = console or Console()
-    if max_tokens < 2:
-        raise EvalError(f"--max-tokens: must be >= 2, got {max_tokens}")
-    tuned, tuned_tok, _, run_config, info = load_subject(checkpoint, model_dir, tokenizer)
-    base = base or getattr(getattr(run_config, "model", None), "hf_path", None)
+    max_tokens, texts = short_config.max_tokens, list(short_config.texts)
+    tuned, tuned_tok, _, own_config, info = load_subject(subject.checkpoint, subject.model_dir, subject.tokenizer)
+    run_config = run_config or own_config
+    base = short_config.base or getattr(getattr(run_config, "model", None), "hf_path", None)
     if not base:
         raise EvalError("no base model to compare with: pass --base HF_DIR (the run started from a random init, "
                         "or the tuned model is an HF folder)")
-    corpus = corpus or getattr(getattr(run_config, "data", None), "corpus", None)
+    corpus = short_config.corpus or getattr(getattr(run_config, "data", None), "corpus", None)
     if not corpus:
         raise EvalError("no corpus for the held-out documents: pass --corpus DIR")
     from bookft.corpus import open_corpus
 
     sets = {"corpus held-out": held_out_texts(open_corpus(corpus)),
-            "generic": _read_texts(texts) if texts else generic_texts()}
+            "generic": read_texts(texts) if texts else generic_texts()}
     base_model, base_tok, _, _, _ = load_subject(None, base, None)
     res = {"kind": KIND, "max_tokens": max_tokens, "corpus": str(corpus),
            "models": {"base": str(base), "tuned": info.get("checkpoint") or info.get("hf_dir", "")}, "sets": {}}

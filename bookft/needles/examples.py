@@ -232,7 +232,7 @@ def build_example(tok, rng, pool: DocumentPool, cfg: RetrievalConfig, kind: str,
     text, n, spans, k = best
     if n < budget:  # top up with the window's next words, so the next example starts on its row
         text, n, spans = _top_up(tok, text, n, spans, budget, len(frame.block), w.words(k, k + 64))
-    return text, _answer_tokens(tok, text, spans), n
+    return text, answer_tokens(tok, text, spans), n
 
 
 def _frame(rng, pool: DocumentPool, cfg: RetrievalConfig, kind: str, seed: int, needles: int):
@@ -345,7 +345,7 @@ def _compose(rng, cfg: RetrievalConfig, frame: _Frame, w: Words, counts: np.ndar
     return "".join(parts), spans
 
 
-def _answer_tokens(tok, text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+def answer_tokens(tok, text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """The answers' character spans in `text` -> their [start, end) token spans."""
     _, tspans = token_char_spans(tok, text)
     answers = []

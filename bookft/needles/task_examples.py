@@ -22,7 +22,7 @@ import re
 import numpy as np
 
 from bookft.errors import EvalError
-from bookft.needles.examples import DocumentPool, _answer_tokens, count_tokens
+from bookft.needles.examples import DocumentPool, answer_tokens, count_tokens
 from bookft.needles.haystack import fill_haystack, split_sentences
 from bookft.needles.placement import build_sample
 from bookft.needles.retrieval_config import RetrievalConfig
@@ -59,7 +59,7 @@ def task_example(tok, model_tok: ModelTokenizer, rng: np.random.Generator, pool:
             return None  # the build's cleaning would change it: its counts would not hold
         n = count_tokens(tok, text)
         if n <= room - 1:
-            answers = _answer_tokens(tok, text, [(len(text) - len(task.answer), len(text))])
+            answers = answer_tokens(tok, text, [(len(text) - len(task.answer), len(text))])
             return text, answers, n
         target -= n - (room - 1) + 1
     return None

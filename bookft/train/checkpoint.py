@@ -132,6 +132,25 @@ def restore_params(run_dir: str | Path, abstract_params, step: int | None = None
     raise TrainError(f"{d}: no readable checkpoint ({'; '.join(errors)})")
 
 
+def run_dir_of(path: str | Path) -> Path:
+    """The run directory of a run (RUN) or of one of its checkpoints (RUN/checkpoints/STEP)."""
+    path = Path(path)
+    return path.parent.parent if path.parent.name == "checkpoints" and path.name.isdigit() else path
+
+
+def run_config_of(path: str | Path):
+    """The RunConfig a run (RUN or RUN/checkpoints/STEP) was trained with: RUN/config.yaml."""
+    from bookft.train.config import load_run_config
+
+    cfg_file = run_dir_of(path) / "config.yaml"
+    if not Path(path).exists():
+        raise TrainError(f"{path}: checkpoint/run directory not found")
+    if not cfg_file.is_file():
+        raise TrainError(f"{path}: no config.yaml; expected a `bookft train` run directory or "
+                         "RUN_DIR/checkpoints/STEP")
+    return load_run_config(cfg_file)
+
+
 def load_params(path: str | Path, step: int | None = None, *, mesh=None):
     """(model, run_config) from a run directory (newest checkpoint) or RUN_DIR/checkpoints/STEP.
 
@@ -144,18 +163,12 @@ def load_params(path: str | Path, step: int | None = None, *, mesh=None):
 
     from bookft.model import abstract_model, init_model, load_hf
     from bookft.model.lora import trainable_filter
-    from bookft.train.config import load_run_config
 
     path = Path(path)
     if path.parent.name == "checkpoints" and path.name.isdigit():
-        step, run_dir = int(path.name), path.parent.parent
-    else:
-        run_dir = path
-    cfg_file = run_dir / "config.yaml"
-    if not cfg_file.is_file():
-        raise TrainError(f"{path}: no config.yaml; expected a `bookft train` run directory or "
-                         "RUN_DIR/checkpoints/STEP")
-    cfg = load_run_config(cfg_file)
+        step = int(path.name)
+    run_dir = run_dir_of(path)
+    cfg = run_config_of(path)
     from bookft.parallel.distributed import start  # a caller that then builds the run's mesh (eval) needs
 
     start(cfg.parallel)  # the devices and the multi-host runtime; no effect once jax's backend is up

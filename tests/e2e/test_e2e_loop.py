@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from bookft.corpus import open_corpus
+from bookft.flows.default import run_quickstart
 from bookft.model import forward_logits, init_model
 from bookft.needles import NIAH_INSTRUCTION
 from bookft.needles.examples import MARK, token_char_spans
 from bookft.needles.haystack import essay_sentences
-from bookft.quickstart import run_quickstart
 from bookft.train.checkpoint import load_params
 
 CORPUS = """

@@ -39,7 +39,7 @@ def model_dir(tmp_path_factory):
 
 
 def test_quickstart_with_a_model_reports_base_and_tuned(model_dir, tmp_path, monkeypatch):
-    from bookft import tune_flow
+    from bookft.flows import tune as tune_flow
 
     docs = []
     for i in range(3):
@@ -86,8 +86,8 @@ def test_quickstart_with_a_model_reports_base_and_tuned(model_dir, tmp_path, mon
 def test_an_interrupted_flow_resumes_from_its_corpora_and_checkpoint(model_dir, tmp_path, monkeypatch):
     from rich.console import Console
 
-    from bookft import tune_flow
     from bookft.errors import ConfigError, TrainError
+    from bookft.flows import tune as tune_flow
     from bookft.train import trainer
 
     docs = []
@@ -136,8 +136,8 @@ def test_an_interrupted_flow_resumes_from_its_corpora_and_checkpoint(model_dir, 
 def test_base_grids_come_from_the_cache_the_second_time(tmp_path, monkeypatch):
     from rich.console import Console
 
-    from bookft import tune_flow_evals as ev
-    from bookft.tune_flow import settings_for
+    from bookft.flows import tune_evals as ev
+    from bookft.flows.tune import settings_for
 
     calls = []
 
@@ -167,7 +167,7 @@ def test_base_grids_come_from_the_cache_the_second_time(tmp_path, monkeypatch):
 
 
 def test_the_base_cache_key_ignores_the_recipe_and_layout_not_the_scoring(tmp_path):
-    from bookft import tune_flow_evals as ev
+    from bookft.flows import tune_evals as ev
     from bookft.train.config import load_run_config
 
     model = tmp_path / "m"

@@ -7,10 +7,10 @@ import json
 import pytest
 from eval_helpers import OracleModel, byte_bpe
 
+from bookft.commands.eval import load_settings, split_overrides
 from bookft.config import from_dict
 from bookft.errors import ConfigError, EvalError
 from bookft.eval import EvalConfig, run_niah
-from bookft.eval.entry import load_settings, split_overrides
 from bookft.eval.haystack import build_haystack
 from bookft.model.config import ModelConfig, RopeConfig
 from bookft.needles import make_task

@@ -180,8 +180,9 @@ def test_a_reused_subject_is_not_scored_again_and_reports_the_same(setup, tmp_pa
     alone and stored once, reused after, and the report equals one that scored both models."""
     from rich.console import Console
 
-    from bookft import tune_flow_evals as ev
     from bookft.eval import ppl_entry
+    from bookft.eval.entry import Subject
+    from bookft.flows import tune_evals as ev
 
     root, _, files = setup
     loaded = []
@@ -192,7 +193,7 @@ def test_a_reused_subject_is_not_scored_again_and_reports_the_same(setup, tmp_pa
         return real(ck, md, *a)
 
     monkeypatch.setattr(ppl_entry, "load_on_mesh", spy)
-    kw = {"config": None, "overrides": [], "console": Console(quiet=True), "progress": False}
+    kw = {"run_config": None, "console": Console(quiet=True), "progress": False}
     both = ev.run_ppl(root / "base", root / "tuned", files, (128, 64), out=tmp_path / "both", **kw)
     assert loaded == [str(root / "base"), str(root / "tuned")]
     cache = {"cache": tmp_path / "cache", "key": "k"}
@@ -211,6 +212,6 @@ def test_a_reused_subject_is_not_scored_again_and_reports_the_same(setup, tmp_pa
     ev.base_ppl(root / "base", files[:1], (64, 128), out=tmp_path / "c", **kw, **cache)
     assert loaded[4:] == [str(root / "base")]  # other texts: scored anew
     with pytest.raises(EvalError, match="reused scores are at lengths"):
-        ppl_entry.evaluate_ppl(models=[str(root / "base")], checkpoints=[], names=["base"],
-                               texts=[str(files[0])], corpus=None, lengths=[64], stride=None, out=tmp_path / "d",
+        ppl_entry.evaluate_ppl(None, ppl_entry.PplConfig(lengths=(64,), texts=(str(files[0]),)),
+                               [Subject(model_dir=str(root / "base"), label="base")], out=tmp_path / "d",
                                reuse={"base": json.loads(stored[0].read_text())}, console=Console(quiet=True))

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from bookft.commands.eval import load_settings, split_overrides
 from bookft.errors import ConfigError
 from bookft.eval.config import EvalConfig, resolve_settings, ruler_protocol_defaults
-from bookft.eval.entry import load_settings, split_overrides
 from bookft.train.config import load_run_config
 
 TINY = Path(__file__).resolve().parents[2] / "configs" / "tiny-cpu.yaml"

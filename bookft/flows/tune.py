@@ -1,0 +1,198 @@
+"""The real-model flow: a pretrained HF folder tuned on the user's documents, judged base vs tuned.
+
+`bookft quickstart --model DIR --docs PATH... [--heldout PATH...] [--size small|full]` and
+benchmarks/real_flow.py call `run_tune_flow`, which checks the model, its tokenizer, the
+documents and the held-out texts first (inputs.check_inputs), then:
+1. ingest the documents into OUT/corpus with the model's tokenizer, plus synthesized RULER examples
+   (multikey, multivalue, vartrack) in its chat template, the loss on the answers only
+   (context_weight 0) and the plain text kept at full weight (corpus_weight 1), so the model keeps
+   modelling the books;
+2. ingest the held-out documents into OUT/heldout-corpus: the haystacks of every grid, and short
+   passages held out for `bookft eval short`; the first characters of each held-out document go to
+   OUT/ppl-text/ (perplexity over whole books at 4K costs hours on 2 CPU cores);
+3. base grids (niah, multikey, vartrack, and multiquery: the transfer task, never trained on), by
+   generation, on held-out haystacks, and base perplexity; cached under base_cache
+   (tune_evals.py, base_cache.py);
+4. train the preset (configs/smollm2-135m-books.yaml) on OUT/corpus in OUT/run; export the merged
+   model to OUT/tuned-model;
+5. the tuned grids; tuned perplexity beside base's; the short-context check (base and tuned);
+   compare pages per task and OUT/report.html (tune_report.py); OUT/summary.json.
+
+Design choices:
+- The run config is loaded once, here, from the preset and the flow's overrides (the model, the
+  corpus, the longest length, the seeds, the size's own, the caller's); train and every eval take
+  that RunConfig (tune_evals.py), so what trains is what is scored.
+- Sizes and their settings: tune_settings.py.
+- Every figure comes back in the flows' one summary shape (summary.py), written as summary.json:
+  per task, length and depth the base and tuned scores; perplexity per length; the short-context
+  deltas; the wall time of each phase; the paths.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from bookft.flows import phases
+from bookft.flows import tune_evals as ev
+from bookft.flows.inputs import check_inputs, prepare_texts
+from bookft.flows.summary import corpus_figures, flow_summary, task_figures, train_figures
+from bookft.flows.tune_report import compare_all, ppl_figures, print_summary, short_figures, write_index
+from bookft.flows.tune_settings import DEFAULT_PRESET, SIZES, FlowSettings, base_key_settings, settings_for
+
+__all__ = ["DEFAULT_PRESET", "SIZES", "FlowSettings", "ingest", "published", "run_tune_flow",
+           "settings_for"]
+
+
+def _build(data: dict, console: Console, progress: bool) -> dict:
+    from bookft.config import from_dict
+    from bookft.ingest.config import IngestConfig
+
+    return phases.build(from_dict(IngestConfig, data), console, progress, fresh=True)
+
+
+def published(root: Path) -> dict | None:
+    """The manifest of the corpus at `root` as build_corpus returned it (its path, and the retrieval
+    summary when examples were synthesized); None when no version was published."""
+    from bookft.corpus.store import version_numbers
+
+    numbers = version_numbers(root) if root.is_dir() else []
+    if not numbers:
+        return None
+    path = root / "versions" / f"{max(numbers):04d}"
+    manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+    manifest["path"] = str(path)
+    if (path / "retrieval.json").is_file():
+        manifest["retrieval"] = json.loads((path / "retrieval.json").read_text(encoding="utf-8"))
+    return manifest
+
+
+def ingest(model_dir: Path, texts: dict, heldout: list[Path], out: Path, s: FlowSettings, seed: int,
+           console: Console, progress: bool, resume: bool = False) -> dict:
+    """OUT/corpus (documents + synthesized examples) and OUT/heldout-corpus; their manifests.
+    `resume`: the corpora an earlier call of this flow published are kept."""
+    if resume:
+        kept = {"train": published(out / "corpus"), "heldout": published(out / "heldout-corpus")}
+        if all(kept.values()):
+            console.print(f"resumed: corpus {kept['train']['path']}, held-out corpus {kept['heldout']['path']}")
+            return kept
+    tok = {"path": str(model_dir)}
+    train = _build({"name": "tune-docs", "out": str(out / "corpus"), "workers": s.workers, "tokenizer": tok,
+                    "packing": {"seq_len": max(s.lengths)}, "sources": [{"path": str(p)} for p in texts["docs"]],
+                    "retrieval": {"rate": s.rate, "lengths": list(s.example_lengths or s.lengths),
+                                  "length_shares": list(s.length_shares), "kinds": list(s.train_kinds),
+                                  "kind_shares": list(s.kind_shares), "task_distractors": s.task_distractors,
+                                  "chat_template": None, "context_weight": 0.0, "answer_weight": 1.0,
+                                  "corpus_weight": 1.0, "seed": seed}}, console, progress)
+    sources = [{"path": str(p)} for p in heldout] + [{"path": str(out / "short-text"), "name": "short"}]
+    held = _build({"name": "tune-heldout", "out": str(out / "heldout-corpus"), "workers": s.workers,
+                   "tokenizer": tok, "packing": {"seq_len": max(s.lengths)}, "sources": sources,
+                   "mix": {"holdout_docs": texts["short"], "holdout_max_tokens": s.short_tokens}},
+                  console, progress)
+    r = train.get("retrieval") or {}
+    console.print(f"corpus {train['path']}: {train['counts']['sequences']:,} sequences, "
+                  f"{r.get('examples', 0):,} synthesized examples {r.get('per_kind', {})}; held-out corpus "
+                  f"{held['path']}")
+    return {"train": train, "heldout": held}
+
+
+
+
+def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], out: str | Path, *,
+                  config: str | Path | None = None, size: str = "small", seed: int = 0,
+                  base_cache: str | Path | None = None, changes: dict | None = None,
+                  overrides: list[str] | None = None, console: Console | None = None,
+                  progress: bool = True, resume: bool = False) -> dict[str, Any]:
+    """check -> ingest -> base evals (cached) -> train -> export -> tuned evals -> compare; the summary.
+    `overrides` (run-config KEY=VALUE) go after the size's own, into the settings the summary keeps.
+    `resume`: an interrupted call with the same arguments (OUT/flow.json) goes on from its corpora and
+    its run's last checkpoint (checkpoint.every sets how much an interruption loses)."""
+    from bookft.train.config import load_run_config
+
+    console = console or Console()
+    model_dir, out, s = Path(model_dir), Path(out), settings_for(size, changes)
+    s = dataclasses.replace(s, overrides=s.overrides + tuple(overrides or ()))
+    docs, heldout = [Path(p) for p in docs], [Path(p) for p in heldout]
+    config = Path(config) if config is not None else DEFAULT_PRESET
+    check_inputs(model_dir, docs, heldout, s)
+    cfg = load_run_config(config, [f"model.hf_path={model_dir}", f"data.corpus={out / 'corpus'}",
+                                   f"data.seq_len={max(s.lengths)}", f"train.seed={seed}", f"data.seed={seed}",
+                                   *([f"train.steps={s.steps}"] if s.steps else []), *s.overrides])
+    out.mkdir(parents=True, exist_ok=True)
+    resume = _check_resume(out, {"settings": dataclasses.asdict(s), "seed": seed, "config": str(config),
+                                 "model": str(model_dir), "docs": [str(p) for p in docs],
+                                 "heldout": [str(p) for p in heldout]}, resume)
+    steps = phases.Steps(console, 5)
+    texts = steps.timed("prepare_s", prepare_texts, docs, heldout, out, s)
+    steps.rule("ingest")
+    manifests = steps.timed("ingest_s", ingest, model_dir, texts, heldout, out, s, seed, console, progress, resume)
+    if cfg.parallel.cpu_devices:
+        from bookft.parallel.mesh import ensure_cpu_devices
+
+        ensure_cpu_devices(cfg.parallel.cpu_devices)  # before jax starts its backend
+    kw = {"run_config": cfg, "console": console, "progress": progress}
+    key = ev.cache_key(model_dir, base_key_settings(s), cfg, heldout) if base_cache else None
+    cache = Path(base_cache) if base_cache else None
+    steps.rule("eval: the base model")
+    base = steps.timed("eval_base_s", ev.grids, model_dir, s, out / "eval-base", cache=cache, key=key,
+                       haystack=out / "heldout-corpus", **kw)
+    base_ppl = steps.timed("ppl_base_s", ev.base_ppl, model_dir, texts["ppl"], s.ppl_lengths,
+                           out=out / "eval-base" / "ppl", cache=cache, key=key, **kw)
+    steps.rule(phases.train_title(cfg))
+    result = steps.timed("train_s", phases.train, cfg, out / "run", console, progress, fresh=not resume,
+                         again="run the same command with --resume to go on")
+    tuned_dir = steps.timed("export_s", phases.export, out / "run", out / "tuned-model")
+    steps.rule("eval: the tuned model")
+    tuned = steps.timed("eval_tuned_s", ev.grids, tuned_dir, s, out / "eval-tuned", cache=None, key=None,
+                        haystack=out / "heldout-corpus", **kw)
+    ppl = steps.timed("ppl_s", ev.run_ppl, model_dir, tuned_dir, texts["ppl"], s.ppl_lengths, out=out / "eval-ppl",
+                      base=base_ppl, **kw)
+    short = steps.timed("short_s", ev.run_short, model_dir, tuned_dir, out / "heldout-corpus", s,
+                        out=out / "eval-short", console=console)
+    steps.rule("report")
+    pages = compare_all(out / "eval-base", out / "eval-tuned", out, s.tasks)
+    times = steps.finish()
+    times["train_steps_s"] = _step_seconds(out / "run")
+    summary = flow_summary(
+        settings={**dataclasses.asdict(s), "seed": seed, "base_cache_key": key}, tasks=task_figures(base, tuned),
+        ppl=ppl_figures(ppl), short=short_figures(short), train=train_figures(result),
+        corpus=corpus_figures(manifests["train"], manifests["heldout"]), times=times,
+        paths={"out": out, "model": model_dir, "tuned_model": tuned_dir, "run": out / "run",
+               "corpus": manifests["train"]["path"], "heldout_corpus": manifests["heldout"]["path"],
+               "summary": out / "summary.json"})
+    summary["paths"]["report"] = str(write_index(out, summary, pages, {
+        "perplexity": out / "eval-ppl" / "report.html", "short-context check": out / "eval-short" / "report.html"}))
+    (out / "summary.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
+    print_summary(summary, console)
+    return summary
+
+
+def _check_resume(out: Path, state: dict, resume: bool) -> bool:
+    """Record this call's arguments in OUT/flow.json; with `resume`, they must be the recorded ones
+    (else a ConfigError). True when there is an earlier call to go on from."""
+    from bookft.errors import ConfigError
+
+    path = out / "flow.json"
+    state = json.loads(json.dumps(state))  # tuples as lists, as read back
+    if resume and path.is_file():
+        before = json.loads(path.read_text(encoding="utf-8"))
+        if before != state:
+            changed = sorted(k for k in set(before) | set(state) if before.get(k) != state.get(k))
+            raise ConfigError(f"--resume: {out} holds a flow started with other {', '.join(changed)} "
+                              f"({path}); run it as it was started, or drop --resume to start over")
+        return True
+    path.write_text(json.dumps(state, indent=1), encoding="utf-8")
+    return False
+
+
+def _step_seconds(run: Path) -> float:
+    """The training steps' own time (metrics.jsonl), across every call that trained this run."""
+    log = run / "metrics.jsonl"
+    if not log.is_file():
+        return 0.0
+    rows = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return round(sum(r.get("step_time_s") or 0.0 for r in rows if "step" in r), 1)
