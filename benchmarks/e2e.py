@@ -1,7 +1,7 @@
 """The full default loop, timed: ingest -> eval base -> train -> eval tuned (bookft quickstart).
 
 Prints a table (wall time per stage, accuracy per length and depth, base vs tuned, tokens/s) and
-writes benchmarks/results/e2e.json with the machine it ran on (what was tried, and why: docs/log.md).
+writes benchmarks/results/e2e_tiny-cpu_cpu2_2026-12-02.json with the machine it ran on (what was tried, and why: docs/log.md).
 
     python benchmarks/e2e.py                       # the defaults (corpora/sample.yaml, configs/tiny-cpu.yaml)
     python benchmarks/e2e.py --draws 5             # five draws: seeds 0-4 for retrieval.seed, train.seed, data.seed
@@ -101,7 +101,7 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], help="run config override a.b=value")
     ap.add_argument("--ingest-set", action="append", default=[], help="corpus config override a.b=value")
     ap.add_argument("--out", default="quickstart-out")
-    ap.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "e2e.json"))
+    ap.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "e2e_tiny-cpu_cpu2_2026-12-02.json"))
     ap.add_argument("--collect", metavar="NOTE", help="write the figures an interrupted run left (no run)")
     args = ap.parse_args()
     os.chdir(ROOT)

@@ -5,7 +5,7 @@ of a full default grid, and the cost of building one long sample (haystack + pla
 
 The model is configs/models/tiny.yaml (random weights: throughput does not depend on them); the
 tokenizer is a byte-level BPE with 1,024 entries trained on the essay filler on the fly. Prints a
-rich table and writes benchmarks/results/eval.json. Simulated CPU devices share the host's cores,
+rich table and writes benchmarks/results/eval_tiny_cpu2_2026-11-30.json. Simulated CPU devices share the host's cores,
 so ring rows measure the overhead of the CP path, not a speed-up.
 
     python benchmarks/eval.py [--lengths 1024,2048,4096] [--batch 4] [--reps 3] [--cp 4] [--long 131072]
@@ -64,7 +64,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--cp", type=int, default=4, help="simulated devices on the context axis (ring rows)")
     ap.add_argument("--long", type=int, default=131072, help="length of the single long sample timed")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "eval.json"))
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "eval_tiny_cpu2_2026-11-30.json"))
     args = ap.parse_args()
     console = Console()
 

@@ -5,7 +5,7 @@ corpus that benchmarks/real_flow.py built (its OUT/corpus: book text and synthes
 block size trains `--steps` steps in its own process, on the same rows in the same order, so the
 cells see the same work and must report the same losses (the blocks change the order of the float
 sums, not the function). The first step compiles and is reported apart. Prints a table and writes
-benchmarks/results/flow_step.json (the machine, its load, every step).
+benchmarks/results/flow-step_smollm2-135m-books_cpu2_2026-12-05.json (the machine, its load, every step).
 
     python benchmarks/flow_step.py --corpus runs/real-flow-full-seed0/corpus [--blocks 128,256,512,1024]
         [--steps 4] [--model models/smollm2-135m] [--set KEY=VALUE ...]
@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks/results/flow_step.json"
+RESULTS = ROOT / "benchmarks/results/flow-step_smollm2-135m-books_cpu2_2026-12-05.json"
 
 CELL = r"""
 import json, sys

@@ -5,7 +5,7 @@ tokenize phase, packing time at several sequence lengths, fill, and peak RSS (th
 extraction workers): the kernel's high-water marks for the whole benchmark, and per build phase from
 /proc samples every 0.1 s (`peak_rss_by_phase_mib`: RSS, its anonymous part, and the largest worker),
 whose maximum over the build is `build_peak_rss_mib`. Prints a rich table and writes
-benchmarks/results/ingest.json.
+benchmarks/results/ingest_700m-chars_cpu2_2026-11-30.json.
 
     python benchmarks/ingest.py [--chars 50e6] [--workers 2] [--seq-len 131072] [--keep DIR]
 
@@ -16,7 +16,7 @@ plus pool or Ray processes: RSS of the largest, and the summed PSS, which counts
 `both` checks that the two corpora have the same data hash and reports the ray/local overhead. Then a
 PROJECTION (arithmetic, not a measurement) of a cluster of N nodes: the per-source extraction CPU cost
 measured here in one process, spread over N x --node-cores, plus the serial tail that stays in the
-driver (dedup, tokenizer, tokenize, pack, write). Writes benchmarks/results/ingest_engines.json.
+driver (dedup, tokenizer, tokenize, pack, write). Writes benchmarks/results/ingest-engines_50m-chars_cpu2_2026-12-01.json.
 
     python benchmarks/ingest.py --engine both [--chars 50e6] [--workers 2] [--node-cores 16]
 """
@@ -440,7 +440,7 @@ def engines_main(args, con: Console, work: Path) -> None:
         for r in rows:
             pt.add_row(*(str(v) for v in r.values()))
         con.print(pt)
-    dst = Path(__file__).parent / "results" / "ingest_engines.json"
+    dst = Path(__file__).parent / "results" / "ingest-engines_50m-chars_cpu2_2026-12-01.json"
     dst.parent.mkdir(parents=True, exist_ok=True)
     dst.write_text(json.dumps(res, indent=1) + "\n")
     con.print(f"wrote {dst}")
@@ -458,7 +458,7 @@ def main() -> None:
     ap.add_argument("--vocab-size", type=int, default=8192)
     ap.add_argument("--keep", default=None, help="work folder to keep (default: a temp folder, removed)")
     ap.add_argument("--engine", choices=("local", "ray", "both"), default=None,
-                    help="compare extraction engines on one generated corpus -> results/ingest_engines.json")
+                    help="compare extraction engines on one generated corpus -> results/ingest-engines_50m-chars_cpu2_2026-12-01.json")
     ap.add_argument("--node-cores", type=int, default=16, help="--engine: CPUs per node in the cluster projection")
     ap.add_argument("--project-chars", type=float, default=1e9, help="--engine: corpus size of the second projection")
     args = ap.parse_args()
@@ -471,7 +471,7 @@ def main() -> None:
             if not args.keep:
                 shutil.rmtree(work, ignore_errors=True)
         return
-    dst = Path(__file__).parent / "results" / "ingest.json"
+    dst = Path(__file__).parent / "results" / "ingest_700m-chars_cpu2_2026-11-30.json"
     if args.scale_tokens:
         scale = scale_pack_write(args.scale_tokens, args.seq_len, work / "scale")
         con.print(scale)

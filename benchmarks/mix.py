@@ -4,7 +4,7 @@ against asked, counted from the written sequences (not from the manifest); then 
 
 Sources are generated here: books (a JSONL line per book, 2 to 80 pages of the sample's prose), four
 generated Python repositories (bookft.ingest.sample.code) and short texts (20 to 300 words). Prints a
-rich table and writes benchmarks/results/mix.json.
+rich table and writes benchmarks/results/mix_default_cpu2_2026-12-01.json.
 
     python benchmarks/mix.py [--seq-len 2048] [--books 40] [--short 3000]
 """
@@ -123,7 +123,7 @@ def main() -> None:
     t.caption = (f"{total:,} tokens = {out['tokens_over_seq_len']} x seq_len {args.seq_len}; fill {out['fill']:.4f}; "
                  f"build {out['build_s']} s; page {out['html_kib']} KiB; browser {out['browser']}")
     Console().print(t)
-    dest = Path(__file__).parent / "results" / "mix.json"
+    dest = Path(__file__).parent / "results" / "mix_default_cpu2_2026-12-01.json"
     dest.write_text(json.dumps(out, indent=1) + "\n")
     print(f"wrote {dest}")
 

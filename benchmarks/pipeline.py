@@ -9,7 +9,7 @@ Steps (each a `run_pipeline` of one pipeline YAML, wall time measured around it)
   refresh    after rewriting `changed` of the files: plan (hash all), extract/tokenize only those,
              re-pack, validate, publish
   no_change  a second refresh with nothing changed: content hashes only, nothing published
-Target: refresh < 15% of the full ingest. Prints a rich table and writes benchmarks/results/pipeline.json
+Target: refresh < 15% of the full ingest. Prints a rich table and writes benchmarks/results/pipeline_10000-files_cpu2_2026-11-30.json
 with the machine it ran on (CPU count, load average).
 """
 
@@ -77,7 +77,7 @@ def main() -> None:
     ap.add_argument("--changed", type=float, default=0.01)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--work", default="/tmp/bookft-bench-pipeline")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "pipeline.json"))
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "pipeline_10000-files_cpu2_2026-11-30.json"))
     args = ap.parse_args()
     work = Path(args.work)
     shutil.rmtree(work, ignore_errors=True)

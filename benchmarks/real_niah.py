@@ -15,7 +15,7 @@ each group is recorded with its load, so the budget is visible.
 
     python benchmarks/real_niah.py --tuned runs/real-model-bench/export [--lengths 1K,2K,4K,8K,16K]
         [--tuned-lengths 1K,2K,4K,8K] [--depths 0,50,100] [--seeds 0,1] [--one-seed-from 8K]
-        [--json benchmarks/results/real_niah.json]
+        [--json benchmarks/results/real-niah_smollm2-135m_cpu2_2026-12-02.json]
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def main() -> None:
     ap.add_argument("--one-seed-from", default="8K", help="lengths from here on get the first seed only")
     ap.add_argument("--corpus-length", default="1K", help="the corpus-haystack group's length ('' = none)")
     ap.add_argument("--work", type=Path, default=ROOT / "runs/real-niah")
-    ap.add_argument("--json", type=Path, default=ROOT / "benchmarks/results/real_niah.json")
+    ap.add_argument("--json", type=Path, default=ROOT / "benchmarks/results/real-niah_smollm2-135m_cpu2_2026-12-02.json")
     ap.add_argument("--reuse", action="store_true", help="keep the groups an earlier run in --work finished")
     args = ap.parse_args()
     cut, first_seed = tokens(args.one_seed_from), args.seeds.split(",")[0]

@@ -3,7 +3,7 @@ detect-secrets' own per-line loop, and OCR seconds per page.
 
 Inputs are generated here: an EPUB of `--chapters` chapters and a DOCX of the same paragraphs (zip +
 XHTML / OOXML), the bookft package as the code for the secret scan, and an image-only page for OCR
-(skipped without tesseract). Prints a rich table and writes benchmarks/results/sources.json.
+(skipped without tesseract). Prints a rich table and writes benchmarks/results/sources_200-chapters_cpu2_2026-12-01.json.
 
     python benchmarks/sources.py [--chapters 200] [--paragraphs 30]
 """
@@ -150,7 +150,7 @@ def main() -> None:
     t.add_row("OCR of an image-only page", o.get("skipped") or f"{o['s_per_page']} s/page at {o['dpi']} dpi, "
                                                               f"similarity {o['similarity']}")
     Console().print(t)
-    dest = Path(__file__).parent / "results" / "sources.json"
+    dest = Path(__file__).parent / "results" / "sources_200-chapters_cpu2_2026-12-01.json"
     dest.write_text(json.dumps(out, indent=1) + "\n")
     print(f"wrote {dest}")
 

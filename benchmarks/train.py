@@ -5,7 +5,7 @@
     python benchmarks/train.py --aot           # 8B on v5p-128: 1M and 4M x remat policies x ring/usp/allgather
 
 Each CPU cell runs in its own process (the simulated device count is fixed at start-up), compiles
-once, then times `--steps` steps of random tokens. Writes benchmarks/results/train.json.
+once, then times `--steps` steps of random tokens. Writes benchmarks/results/train_default_cpu2_2026-12-02.json.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results" / "train.json"
-PLAN_RESULTS = RESULTS.parent / "plan.json"
+RESULTS = Path(__file__).resolve().parent / "results" / "train_default_cpu2_2026-12-02.json"
+PLAN_RESULTS = RESULTS.parent / "plan_llama-3.1-8b_v5p-aot_2026-12-02.json"
 
 CELL = r"""
 import json, os, sys, time
@@ -72,7 +72,7 @@ def cpu_cells(devices, strategies, seq, steps):
 
 def aot_cells(result, seq_lens, strategies, remats, topology, config, overrides):
     """Per-chip peak HBM + compile time of the 8B train step per length x remat x strategy, through
-    the planner (bookft.plan). A cell already in train.json or plan.json for the same program (same
+    the planner (bookft.plan). A cell already in train_default_cpu2_2026-12-02.json or plan_llama-3.1-8b_v5p-aot_2026-12-02.json for the same program (same
     key, train-step code unchanged since its commit) is reused; every new cell is written at once,
     so an interrupted run resumes where it stopped."""
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -91,7 +91,7 @@ def aot_cells(result, seq_lens, strategies, remats, topology, config, overrides)
                 key = (cfg.name, topo.libtpu_name, n, s, r, cfg.model.mlp_chunk, cfg.train.loss_chunk)
                 row = reusable(list(rows.values()), key)
                 if row is None and (old := reusable(plan_rows, key)):
-                    row = {**old, "source": "plan.json"}
+                    row = {**old, "source": "plan_llama-3.1-8b_v5p-aot_2026-12-02.json"}
                 if row is None:
                     devices = devices or topology_devices(topo)
                     row = timed_cell(cfg, topo, devices, seq_len=n, strategy=s, remat=r, overrides=overrides)
@@ -133,7 +133,7 @@ def main() -> None:
             fits = str(r["fits"]) if not r["error"] else r["error"][:40]
             t.add_row(f"{r['seq_len']:,}", r["remat"], r["strategy"], fits,
                       num(r["peak_gib"], ".1f"), num(r["compile_s"], ".0f"), num(r.get("cpu_s"), ".0f"),
-                      num(r.get("load_avg_start", r.get("load_avg")), ".1f"), r.get("source", "plan.json"))
+                      num(r.get("load_avg_start", r.get("load_avg")), ".1f"), r.get("source", "plan_llama-3.1-8b_v5p-aot_2026-12-02.json"))
     else:
         rows = cpu_cells([int(x) for x in a.devices.split(",")], a.strategies.split(","), a.seq, a.steps)
         result["cpu"] = rows
