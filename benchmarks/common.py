@@ -30,11 +30,12 @@ class Record:
 
     The header is taken when the record is made (the start); the file name when it is first written.
     A script that runs on jax's devices calls `use_devices(jax.devices())` before that, so the slug
-    names the accelerator (`h200`), not the host's cores; without it the slug is `cpu<N>` (AOT
-    scripts never touch a device backend here)."""
+    names the accelerator (`h200`), not the host's cores; without it the slug is `cpu<N>`. An
+    ahead-of-time compile names its target instead (`hardware="v5p-aot"`)."""
 
-    def __init__(self, bench: str, preset: str, *, path: Path | None = None, results: Path = RESULTS) -> None:
-        self.bench, self.preset, self.results = bench, preset, results
+    def __init__(self, bench: str, preset: str, *, path: Path | None = None, results: Path = RESULTS,
+                 hardware: str | None = None) -> None:
+        self.bench, self.preset, self.results, self.hardware = bench, preset, results, hardware
         self.header = record_header()
         self.path: Path | None = Path(path) if path else None
         self.devices: list | None = None
@@ -46,7 +47,7 @@ class Record:
     def write(self, body: dict[str, Any]) -> Path:
         if not self._written:
             devices = self.devices
-            machine = {**self.header["machine"], "hardware": hardware_slug(devices),
+            machine = {**self.header["machine"], "hardware": self.hardware or hardware_slug(devices),
                        "devices": [str(getattr(d, "device_kind", d)) for d in (devices or [])][:1] or None,
                        "device_count": len(devices) if devices else None}
             self.header = {**self.header, "machine": machine}
