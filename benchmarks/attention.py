@@ -8,10 +8,10 @@ Usage:
                                           # arranged documents + zig-zag (causal, books, data/sample)
 Each part writes a new benchmarks/results/attention_default_<hardware>_<date>.json holding the other
 parts' figures from the newest earlier file and its own (bookft.benchrecord's header: the machine,
-load, commit, versions, command), and prints a rich table. The TPU part builds the mesh from libtpu's topology description, uses bf16
-Llama-3.1-8B heads (32 q, 8 kv, head_dim 128) and the splash kernel, and records per chip: argument,
-output, temp and total bytes from compiled.memory_analysis(), compile seconds, and whether the
-compiled HLO contains the splash Mosaic custom call (`tpu_custom_call`).
+load, commit, versions, command), and prints a rich table. The TPU part builds the mesh from libtpu's
+topology description, uses bf16 Llama-3.1-8B heads (32 q, 8 kv, head_dim 128) and the splash
+kernel, and records per chip: argument, output, temp and total bytes from compiled.memory_analysis(),
+compile seconds, and whether the compiled HLO contains the splash Mosaic custom call (`tpu_custom_call`).
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,15 @@ from bookft.benchrecord import RESULTS, ROOT, hardware_slug, record_header, resu
 from bookft.ingest.sample import NAMES, WORDS
 
 CACHE = ROOT / "benchmarks" / "cache"
+
+
+def _module_argv() -> list[str]:
+    """sys.argv with a module's file path written back as the `python -m` that ran it."""
+    argv = list(sys.argv)
+    p = Path(argv[0]) if argv else Path()
+    if p.suffix == ".py" and p.resolve().parent.name in ("benchmarks", "experiments"):
+        argv[0:1] = ["python", "-m", f"{p.resolve().parent.name}.{p.stem}"]
+    return argv
 
 
 class Record:
@@ -36,7 +46,7 @@ class Record:
     def __init__(self, bench: str, preset: str, *, path: Path | None = None, results: Path = RESULTS,
                  hardware: str | None = None) -> None:
         self.bench, self.preset, self.results, self.hardware = bench, preset, results, hardware
-        self.header = record_header()
+        self.header = record_header(_module_argv())
         self.path: Path | None = Path(path) if path else None
         self.devices: list | None = None
         self._written = False
@@ -73,12 +83,17 @@ def latest(bench: str, results: Path = RESULTS) -> dict[str, Any] | None:
     return json.loads(found[-1].read_text()) if found else None
 
 
+def filler_paragraph(rng: random.Random) -> str:
+    """3 to 8 sentences of 6 to 18 of the sample's words."""
+    n = rng.randint(3, 8)
+    return " ".join(" ".join(rng.choices(WORDS, k=rng.randint(6, 18))).capitalize() + "." for _ in range(n))
+
+
 def filler_text(rng: random.Random, chars: int) -> str:
     """Paragraphs of the sample's words (about `chars` characters), a numbered code now and then."""
     out, size = [], 0
     while size < chars:
-        p = " ".join(" ".join(rng.choices(WORDS, k=rng.randint(6, 18))).capitalize() + "."
-                     for _ in range(rng.randint(3, 8)))
+        p = filler_paragraph(rng)
         if rng.random() < 0.05:
             p += f" The code of {rng.choice(NAMES)} is {rng.randint(0, 99999):05d}."
         out.append(p)
