@@ -44,7 +44,7 @@ def generate(root: Path, total_chars: float, seed: int = 0) -> dict:
     texts = root / "texts"
     texts.mkdir()
     for k in range(200):
-        (texts / f"chapter-{k:04d}.txt").writefiller_text(filler_text(rng, int(total_chars * plan["text"] / 200)))
+        (texts / f"chapter-{k:04d}.txt").write_text(filler_text(rng, int(total_chars * plan["text"] / 200)))
     with zipfile.ZipFile(root / "laws.zip", "w", zipfile.ZIP_DEFLATED) as zf:
         size, t = 0, 1
         while size < total_chars * plan["legal"]:
@@ -60,13 +60,13 @@ def generate(root: Path, total_chars: float, seed: int = 0) -> dict:
             size += len(text)
     repo = root / "repo"
     (repo / ".git").mkdir(parents=True)
-    (repo / "README.md").writefiller_text("# bench repo\n\n" + filler_text(rng, 2000))
+    (repo / "README.md").write_text("# bench repo\n\n" + filler_text(rng, 2000))
     for k in range(300):
         d = repo / f"pkg{k % 10}"
         d.mkdir(exist_ok=True)
         body = "\n\n".join(f"def f{j}(x):\n    \"\"\"{filler_paragraph(rng)}\"\"\"\n    return x + {j}\n"
                            for j in range(int(total_chars * plan["code"] / 300 / 500)))
-        (d / f"mod{k}.py").writefiller_text(body)
+        (d / f"mod{k}.py").write_text(body)
     return made
 
 
