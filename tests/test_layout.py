@@ -107,7 +107,33 @@ def test_benchmarks_import_no_private_name():
     assert used == KNOWN_PRIVATE, f"gone, delete from KNOWN_PRIVATE: {sorted(KNOWN_PRIVATE - used)}"
 
 
+RESULT_NAME = re.compile(r"^[a-z0-9.-]+_[A-Za-z0-9.-]+_[a-z0-9.-]+_\d{4}-\d{2}-\d{2}(_\d+)?\.json$")
+QUOTED_RESULT = re.compile(r"[a-z0-9.-]+_[A-Za-z0-9.{},-]+_[a-z0-9.{},-]+_\d{4}-\d{2}-\d{2}(?:_\d+)?\.json")
+
+
+def _expand(name: str) -> list[str]:
+    """`real-flow_full-seed{0,1}_...json` -> both names."""
+    m = re.search(r"\{([^}]*)\}", name)
+    if not m:
+        return [name]
+    return [n for alt in m.group(1).split(",") for n in _expand(name[:m.start()] + alt + name[m.end():])]
+
+
+def test_results_are_named_and_quoted_names_exist():
+    results = ROOT / "benchmarks" / "results"
+    bad = [p.name for p in results.iterdir() if not RESULT_NAME.match(p.name)]
+    assert not bad, f"not <bench>_<preset>_<hardware>_<date>.json (benchmarks/README.md): {bad}"
+    texts = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "configs").rglob("*.yaml"), *_modules(),
+             *_scripts()]
+    missing = sorted({f"{p.relative_to(ROOT)}: {n}" for p in texts for q in QUOTED_RESULT.findall(p.read_text())
+                      for n in _expand(q) if not (results / n).is_file() and "<" not in n})
+    assert not missing, f"quoted results that are not in benchmarks/results/: {missing}"
+
+
 def test_the_script_checks_can_fail():
+    assert _expand("a_b-seed{0,1}_cpu2_2026-12-06.json") == ["a_b-seed0_cpu2_2026-12-06.json",
+                                                              "a_b-seed1_cpu2_2026-12-06.json"]
+    assert RESULT_NAME.match("real-flow_full-seed0_cpu2_2026-12-06_2.json") and not RESULT_NAME.match("e2e.json")
     assert _sys_path_edits("import sys\nsys.path.insert(0, 'x')\n") == [2]
     assert _sys_path_edits("env = {'PYTHONPATH': '.'}\n") == [1]
     assert _sys_path_edits('"""run without editing sys.path"""\n') == []
