@@ -37,8 +37,8 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from bookft.errors import IngestError
 from bookft.needles.text import units
 
-__all__ = ["BATCH_CHARS", "EOS", "EOS_CANDIDATES", "PAD", "encode_batch", "encode_documents", "encode_source", "fingerprint",
-           "load_tokenizer", "special_ids", "train_bpe", "units", "word_starts"]
+__all__ = ["BATCH_CHARS", "EOS", "EOS_CANDIDATES", "PAD", "encode_batch", "encode_documents", "encode_source",
+           "fingerprint", "load_tokenizer", "special_ids", "train_bpe", "units", "word_starts"]
 
 EOS = "<|endoftext|>"
 PAD = "<|pad|>"
