@@ -66,6 +66,17 @@ def test_benchmarks_edit_no_sys_path():
     assert not hits, f"run scripts as `python -m benchmarks.NAME` instead (benchmarks/README.md): {hits}"
 
 
+def test_docs_run_benchmarks_as_modules():
+    """`python benchmarks/x.py` finds neither `benchmarks` nor its helpers: every command is `-m`
+    (docs/log.md keeps the commands as they were run)."""
+    files = [ROOT / "README.md", *(p for p in (ROOT / "docs").glob("*.md") if p.name != "log.md"), *_scripts(),
+             *(ROOT / "benchmarks").glob("*.sh"), *(ROOT / "benchmarks").glob("*.md"),
+             *(ROOT / "experiments").glob("*.md"), *(ROOT / "configs").rglob("*.yaml"), *_modules()]
+    hits = [f"{p.relative_to(ROOT)}:{i}" for p in files for i, line in enumerate(p.read_text().splitlines(), 1)
+            if re.search(r"python3? (benchmarks|experiments)/\w+\.py", line)]
+    assert not hits, f"write `python -m benchmarks.NAME`: {hits}"
+
+
 OURS = ("bookft", "benchmarks", "experiments")
 # A private import the flows' move removes (bookft.flows makes per_depth public): delete the entry then;
 # the test fails while an entry no longer matches anything, so the list cannot go stale.
