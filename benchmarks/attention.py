@@ -1,16 +1,17 @@
 """Attention benchmarks: CPU time/memory vs cp, TPU AOT per-chip HBM, zig-zag load balance.
 
 Usage:
-  python benchmarks/attention.py cpu     # simulated CPU devices: fwd+bwd time and per-device bytes
-  python benchmarks/attention.py tpu [--budget-s N] [--cases topo:strategy:S,...]
+  python -m benchmarks.attention cpu     # simulated CPU devices: fwd+bwd time and per-device bytes
+  python -m benchmarks.attention tpu [--budget-s N] [--cases topo:strategy:S,...]
                                         # AOT compile for TPU topologies with libtpu (no TPU needed)
-  python benchmarks/attention.py balance  # non-empty kv blocks per device, max/mean: plain, zig-zag,
+  python -m benchmarks.attention balance  # non-empty kv blocks per device, max/mean: plain, zig-zag,
                                           # arranged documents + zig-zag (causal, books, data/sample)
-Each part merges its figures into benchmarks/results/attention.json (with the host it ran on) and
-prints a rich table. The TPU part builds the mesh from libtpu's topology description, uses bf16
-Llama-3.1-8B heads (32 q, 8 kv, head_dim 128) and the splash kernel, and records per chip: argument,
-output, temp and total bytes from compiled.memory_analysis(), compile seconds, and whether the
-compiled HLO contains the splash Mosaic custom call (`tpu_custom_call`).
+Each part writes a new benchmarks/results/attention_default_<hardware>_<date>.json holding the other
+parts' figures from the newest earlier file and its own (bookft.benchrecord's header: the machine,
+load, commit, versions, command), and prints a rich table. The TPU part builds the mesh from libtpu's
+topology description, uses bf16 Llama-3.1-8B heads (32 q, 8 kv, head_dim 128) and the splash
+kernel, and records per chip: argument, output, temp and total bytes from compiled.memory_analysis(),
+compile seconds, and whether the compiled HLO contains the splash Mosaic custom call (`tpu_custom_call`).
 """
 
 from __future__ import annotations
@@ -18,21 +19,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import sys
 import time
-from pathlib import Path
 
-RESULTS = Path(__file__).parent / "results" / "attention.json"
+from benchmarks.common import Record, latest
+
 GiB = 2**30
+PARTS = ("balance", "tpu", "cpu")
+PREVIOUS: dict = {}  # the parts of the newest earlier file, carried into this run's file
+_RUN: dict[str, Record] = {}
 
 
 def _save(part: str, payload) -> None:
-    data = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    data[part] = {"host": f"{platform.node()} {platform.machine()} {os.cpu_count()} cpus",
-                  "date": time.strftime("%Y-%m-%d %H:%M"), **payload}
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(data, indent=1))
+    PREVIOUS[part] = {"date": time.strftime("%Y-%m-%d %H:%M"), **payload}
+    _RUN["record"].write(PREVIOUS)
 
 
 def _table(title, cols, rows):
@@ -133,7 +132,7 @@ def run_tpu(cases: str, budget_s: float, uly: int = 8):
     from bookft.errors import AttentionError
 
     hq, hkv, d = 32, 8, 128
-    prev = json.loads(RESULTS.read_text()).get("tpu", {}) if RESULTS.exists() else {}
+    prev = PREVIOUS.get("tpu", {})
     out = list(prev.get("results", []))
     start = time.time()
     for case in cases.split(","):
@@ -323,7 +322,8 @@ def main(argv=None):
     ap.add_argument("--budget-s", type=float, default=1800)
     ap.add_argument("--ulysses", type=int, default=8, help="usp: ulysses degree (inner axis)")
     a = ap.parse_args(argv)
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    PREVIOUS.update({k: v for k, v in (latest("attention") or {}).items() if k in PARTS})
+    _RUN["record"] = Record("attention", "default")
     if a.part == "cpu":
         run_cpu()
     elif a.part == "tpu":

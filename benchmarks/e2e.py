@@ -1,12 +1,13 @@
 """The full default loop, timed: ingest -> eval base -> train -> eval tuned (bookft quickstart).
 
 Prints a table (wall time per stage, accuracy per length and depth, base vs tuned, tokens/s) and
-writes benchmarks/results/e2e.json with the machine it ran on (what was tried, and why: docs/log.md).
+writes a new benchmarks/results/e2e_tiny-cpu_<hardware>_<date>.json with the machine it ran on (what
+was tried, and why: docs/log.md).
 
-    python benchmarks/e2e.py                       # the defaults (corpora/sample.yaml, configs/tiny-cpu.yaml)
-    python benchmarks/e2e.py --draws 5             # five draws: seeds 0-4 for retrieval.seed, train.seed, data.seed
-    python benchmarks/e2e.py --seeds 3 7           # chosen draws
-    python benchmarks/e2e.py --set train.seed=1    # one override, one run
+    python -m benchmarks.e2e                       # the defaults (corpora/sample.yaml, configs/tiny-cpu.yaml)
+    python -m benchmarks.e2e --draws 5             # five draws: seeds 0-4 for retrieval.seed, train.seed, data.seed
+    python -m benchmarks.e2e --seeds 3 7           # chosen draws
+    python -m benchmarks.e2e --set train.seed=1    # one override, one run
 """
 
 from __future__ import annotations
@@ -14,24 +15,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import sys
 import time
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def machine() -> dict:
-    try:
-        load = os.getloadavg()
-    except OSError:
-        load = None
-    return {"platform": platform.platform(), "python": sys.version.split()[0], "cpus": os.cpu_count(),
-            "load_avg_at_end": load}
+from benchmarks.common import Record
+from bookft.benchrecord import ROOT
 
 
 def collect(out: str, run_dir: str, note: str) -> dict:
@@ -101,15 +92,14 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], help="run config override a.b=value")
     ap.add_argument("--ingest-set", action="append", default=[], help="corpus config override a.b=value")
     ap.add_argument("--out", default="quickstart-out")
-    ap.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "e2e.json"))
+    ap.add_argument("--json", type=Path, default=None, help="default: a new file under benchmarks/results/")
     ap.add_argument("--collect", metavar="NOTE", help="write the figures an interrupted run left (no run)")
     args = ap.parse_args()
     os.chdir(ROOT)
+    record = Record("e2e", "tiny-cpu", path=args.json)
     if args.collect:
-        result = {"benchmark": "e2e", "machine": machine(), "command": "python benchmarks/e2e.py (interrupted)",
-                  **collect(args.out, "runs/tiny-cpu", args.collect)}
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(result, indent=1, default=str))
+        result = {"benchmark": "e2e", **collect(args.out, "runs/tiny-cpu", args.collect)}
+        record.write(result)
         print(json.dumps({k: result[k] for k in ("status", "train") if k in result}, indent=1))
         return
     console = Console()
@@ -118,11 +108,7 @@ def main() -> None:
 
     cfg = load_run_config(None, args.set)
     result = {
-        "benchmark": "e2e", "machine": machine(),
-        "command": "python benchmarks/e2e.py " + " ".join(
-            ([f"--draws {args.draws}"] if args.draws else [])
-            + ([f"--seeds {' '.join(map(str, args.seeds))}"] if args.seeds else [])
-            + [f"--ingest-set {s}" for s in args.ingest_set] + [f"--set {s}" for s in args.set]),
+        "benchmark": "e2e",
         "config": {"curriculum": [vars(s) for s in cfg.train.curriculum], "batch_size": cfg.data.batch_size,
                    "model": {**{k: getattr(cfg.model, k) for k in ("num_layers", "hidden_size", "num_heads",
                                                                   "qk_norm", "short_conv", "vocab_size")},
@@ -130,12 +116,10 @@ def main() -> None:
                    "attention": vars(cfg.attention), "mesh": cfg.parallel.mesh},
         "target": f"every cell >= {TARGET} at every length, on every draw", "draws": [],
     }
-    path = Path(args.json)
-    path.parent.mkdir(parents=True, exist_ok=True)
     for seed in seeds:
         result["draws"].append(run_draw(seed, args, console))
         result["draws_meeting_target"] = sum(d["meets_target"] for d in result["draws"])
-        path.write_text(json.dumps(result, indent=1, default=str))  # after every draw: nothing lost
+        record.write(result)  # after every draw: nothing lost
     t = Table(title=f"bookft e2e default loop: {result['draws_meeting_target']} of {len(seeds)} draws meet "
                     f">= {TARGET} in every cell")
     for c in ("draw", "length", "depth 0 / 25 / 50 / 75 / 100%", "worst cell", "wall s", "load (start-end)"):
@@ -146,7 +130,6 @@ def main() -> None:
                       f"{d['worst_cell']:.1f}" if not i else "", f"{d['wall_s']:.0f}" if not i else "",
                       f"{d['load_avg_start'][0]:.1f}-{d['load_avg_end'][0]:.1f}" if not i else "")
     console.print(t)
-    console.print(f"wrote {path}")
 
 
 if __name__ == "__main__":

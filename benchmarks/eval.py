@@ -5,10 +5,10 @@ of a full default grid, and the cost of building one long sample (haystack + pla
 
 The model is configs/models/tiny.yaml (random weights: throughput does not depend on them); the
 tokenizer is a byte-level BPE with 1,024 entries trained on the essay filler on the fly. Prints a
-rich table and writes benchmarks/results/eval.json. Simulated CPU devices share the host's cores,
-so ring rows measure the overhead of the CP path, not a speed-up.
+rich table and writes a new benchmarks/results/eval_tiny_<hardware>_<date>.json. Simulated CPU devices
+share the host's cores, so ring rows measure the overhead of the CP path, not a speed-up.
 
-    python benchmarks/eval.py [--lengths 1024,2048,4096] [--batch 4] [--reps 3] [--cp 4] [--long 131072]
+    python -m benchmarks.eval [--lengths 1024,2048,4096] [--batch 4] [--reps 3] [--cp 4] [--long 131072]
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ import os
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
 
 import argparse  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
 import time  # noqa: E402
 from itertools import islice  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -30,7 +28,9 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
 
+from benchmarks.common import Record  # noqa: E402
 from bookft.attention.config import AttentionConfig  # noqa: E402
+from bookft.benchrecord import ROOT  # noqa: E402
 from bookft.config import from_dict, read_yaml  # noqa: E402
 from bookft.eval import EvalConfig, run_niah  # noqa: E402
 from bookft.eval.drivers import attention_and_layout, model_generate_fn, model_logits_fn  # noqa: E402
@@ -44,8 +44,6 @@ from bookft.needles.tokenizer import ModelTokenizer  # noqa: E402
 from bookft.parallel.config import ParallelConfig  # noqa: E402
 from bookft.parallel.mesh import make_mesh  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 def essay_tokenizer(vocab_size: int) -> Tokenizer:
     tok = Tokenizer(models.BPE())
@@ -57,31 +55,9 @@ def essay_tokenizer(vocab_size: int) -> Tokenizer:
     return tok
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--lengths", default="1024,2048,4096")
-    ap.add_argument("--batch", type=int, default=4)
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--cp", type=int, default=4, help="simulated devices on the context axis (ring rows)")
-    ap.add_argument("--long", type=int, default=131072, help="length of the single long sample timed")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "eval.json"))
-    args = ap.parse_args()
-    console = Console()
-
-    mcfg = from_dict(ModelConfig, read_yaml(ROOT / "configs" / "models" / "tiny.yaml")["model"], "model")
-    model = init_model(mcfg, seed=0)
-    tok = ModelTokenizer.load(essay_tokenizer(min(1024, mcfg.vocab_size)))
-    rows: list[dict] = []
-
-    # attention setups: (attend, layout); ring = the configured CP strategy over --cp devices
-    local = AttentionConfig(strategy="local", kernel="xla")
-    ring = AttentionConfig(strategy="ring", kernel="xla")
-    mesh = make_mesh(ParallelConfig(mesh={"data": 1, "fsdp": 1, "context": args.cp}), jax.devices()[:args.cp])
-    setups = {"reference": (None, SeqLayout()), "xla": attention_and_layout(local),
-              f"ring{args.cp}": attention_and_layout(ring, mesh)}
-    rng = np.random.default_rng(0)
-
-    # 1) teacher-forced throughput: one forward pass + tail logits, batch x length tokens
+def teacher_forced_rows(model, tok, setups: dict, args, rng) -> list[dict]:
+    """One forward pass + tail logits, batch x length tokens, per attention setup and length."""
+    rows = []
     for name, (attend, layout) in setups.items():
         fn = model_logits_fn(model, attend=attend, tail=512, layout=layout)
         for n in [int(x) for x in args.lengths.split(",")]:
@@ -98,8 +74,12 @@ def main() -> None:
             rows.append({"what": f"teacher_forced/{name}", "length": n, "batch": args.batch,
                          "seconds": round(dt, 4), "compile_s": round(compile_s, 2),
                          "tokens_per_s": round(args.batch * n / dt, 1)})
+    return rows
 
-    # 2) greedy generation: prompts of different lengths in one bucket, prefill + 16 decode steps
+
+def generate_rows(model, tok, setups: dict, args, rng) -> list[dict]:
+    """Greedy generation: prompts of different lengths in one bucket, prefill + 16 decode steps."""
+    rows = []
     n_new, plen = 16, int(args.lengths.split(",")[0])
     prompts = [rng.integers(0, tok.vocab_size, plen - 3 * i).astype(np.int32) for i in range(args.batch)]
     for name in ("xla", f"ring{args.cp}"):
@@ -119,20 +99,21 @@ def main() -> None:
                      "decode_ms_per_token": round(1e3 * (total_s - prefill_s) / (n_new - 1), 2),
                      "compile_s": round(compile_s, 2),
                      "tokens_per_s": round(sum(map(len, prompts)) / prefill_s, 1)})
+    return rows
 
-    # the full default grid (EvalConfig()): haystacks, placement, compile and scoring, end to end,
-    # with the CLI's default attention on CPU (local xla)
+
+def grid_and_long_rows(model, tok, setups: dict, args, console) -> list[dict]:
+    """The full default grid (EvalConfig(), the CLI's default local xla attention on CPU) end to end,
+    then one long sample: haystack (count per sentence), placement, whole-text encode."""
     cfg = EvalConfig()
     attend, layout = setups["xla"]
     t0 = time.perf_counter()
     res = run_niah(model, tok, cfg, attend=attend, layout=layout, console=console, progress=False)
     grid_s = time.perf_counter() - t0
-    rows.append({"what": "default_grid", "lengths": res["lengths"], "depths": res["depths"],
-                 "seeds": list(cfg.seeds), "cells": len(res["cells"]), "seconds": round(grid_s, 2),
-                 "buckets": sorted({layout.length(n) for n in res["lengths"]}),
-                 "tokens": res["timing"]["tokens"], "tokens_per_s": round(res["timing"]["tokens"] / grid_s, 1)})
-
-    # 3) one long sample: haystack (count per sentence), placement, whole-text encode
+    rows = [{"what": "default_grid", "lengths": res["lengths"], "depths": res["depths"],
+             "seeds": list(cfg.seeds), "cells": len(res["cells"]), "seconds": round(grid_s, 2),
+             "buckets": sorted({layout.length(n) for n in res["lengths"]}),
+             "tokens": res["timing"]["tokens"], "tokens_per_s": round(res["timing"]["tokens"] / grid_s, 1)}]
     t0 = time.perf_counter()
     hay = build_haystack("essay", tok, 0, args.long)
     hay_s = time.perf_counter() - t0
@@ -141,10 +122,10 @@ def main() -> None:
     place_s = time.perf_counter() - t0
     rows.append({"what": "long_sample", "length": args.long, "actual_length": s.actual_length,
                  "actual_depth": s.actual_depth, "haystack_s": round(hay_s, 2), "placement_s": round(place_s, 2)})
+    return rows
 
-    machine = {"platform": platform.platform(), "python": platform.python_version(),
-               "cpus": os.cpu_count(), "loadavg_1m": round(os.getloadavg()[0], 2),
-               "model": "configs/models/tiny.yaml", "note": "2 CPU cores shared with other jobs"}
+
+def print_table(rows: list[dict], console) -> None:
     table = Table(title="bookft eval benchmark (CPU)")
     for col in ("what", "length / grid", "batch", "seconds", "tokens/s", "notes"):
         table.add_column(col, justify="right" if col not in ("what", "notes") else "left", no_wrap=col == "what")
@@ -163,10 +144,32 @@ def main() -> None:
             table.add_row(r["what"], str(r["length"]), "1", f"{r['haystack_s'] + r['placement_s']:.2f}", "",
                           f"haystack {r['haystack_s']} s, placement {r['placement_s']} s")
     console.print(table)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"machine": machine, "results": rows}, indent=1))
-    console.print(f"wrote {out}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lengths", default="1024,2048,4096")
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--cp", type=int, default=4, help="simulated devices on the context axis (ring rows)")
+    ap.add_argument("--long", type=int, default=131072, help="length of the single long sample timed")
+    ap.add_argument("--out", type=Path, default=None, help="default: a new file under benchmarks/results/")
+    args = ap.parse_args()
+    console = Console()
+    record = Record("eval", "tiny", path=args.out)
+    mcfg = from_dict(ModelConfig, read_yaml(ROOT / "configs" / "models" / "tiny.yaml")["model"], "model")
+    model = init_model(mcfg, seed=0)
+    tok = ModelTokenizer.load(essay_tokenizer(min(1024, mcfg.vocab_size)))
+    # attention setups: (attend, layout); ring = the configured CP strategy over --cp devices
+    mesh = make_mesh(ParallelConfig(mesh={"data": 1, "fsdp": 1, "context": args.cp}), jax.devices()[:args.cp])
+    setups = {"reference": (None, SeqLayout()),
+              "xla": attention_and_layout(AttentionConfig(strategy="local", kernel="xla")),
+              f"ring{args.cp}": attention_and_layout(AttentionConfig(strategy="ring", kernel="xla"), mesh)}
+    rng = np.random.default_rng(0)
+    rows = [*teacher_forced_rows(model, tok, setups, args, rng), *generate_rows(model, tok, setups, args, rng),
+            *grid_and_long_rows(model, tok, setups, args, console)]
+    print_table(rows, console)
+    record.write({"model": "configs/models/tiny.yaml", "results": rows})
 
 
 if __name__ == "__main__":

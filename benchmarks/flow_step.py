@@ -5,9 +5,9 @@ corpus that benchmarks/real_flow.py built (its OUT/corpus: book text and synthes
 block size trains `--steps` steps in its own process, on the same rows in the same order, so the
 cells see the same work and must report the same losses (the blocks change the order of the float
 sums, not the function). The first step compiles and is reported apart. Prints a table and writes
-benchmarks/results/flow_step.json (the machine, its load, every step).
+a new benchmarks/results/flow-step_<config>_<hardware>_<date>.json (the machine, its load, every step).
 
-    python benchmarks/flow_step.py --corpus runs/real-flow-full-seed0/corpus [--blocks 128,256,512,1024]
+    python -m benchmarks.flow_step --corpus runs/real-flow-full-seed0/corpus [--blocks 128,256,512,1024]
         [--steps 4] [--model models/smollm2-135m] [--set KEY=VALUE ...]
 """
 
@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks/results/flow_step.json"
+from benchmarks.common import Record
+from bookft.benchrecord import ROOT
 
 CELL = r"""
 import json, sys
@@ -65,7 +63,7 @@ def main() -> None:
     ap.add_argument("--blocks", default="128,256,512,1024")
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
-    ap.add_argument("--json", type=Path, default=RESULTS)
+    ap.add_argument("--json", type=Path, default=None, help="default: a new file under benchmarks/results/")
     a = ap.parse_args()
     from rich.console import Console
     from rich.table import Table
@@ -73,14 +71,12 @@ def main() -> None:
     if a.steps < 2:
         raise SystemExit("--steps: at least 2 (the first one compiles)")
     if not (a.corpus / "versions").is_dir():
-        raise SystemExit(f"{a.corpus}: not a corpus; run benchmarks/real_flow.py first (its OUT/corpus)")
-    machine = {"platform": platform.platform(), "nproc": os.cpu_count(),
-               "load_avg_before": [round(x, 2) for x in os.getloadavg()]}
+        raise SystemExit(f"{a.corpus}: not a corpus; run python -m benchmarks.real_flow first (its OUT/corpus)")
+    record = Record("flow_step", a.config.stem, path=a.json)
     cells = []
     for b in [int(x) for x in a.blocks.split(",")]:
         cells.append(cell(a.config.resolve(), a.corpus.resolve(), a.model.resolve(), b, a.steps, a.sets))
         print(json.dumps({k: v for k, v in cells[-1].items() if k not in ("overrides", "steps")}), flush=True)
-    machine["load_avg_after"] = [round(x, 2) for x in os.getloadavg()]
     ok = [c for c in cells if "error" not in c]
     ref = next((c for c in ok if c["block"] == 512), ok[0] if ok else None)
     for c in ok:
@@ -97,9 +93,7 @@ def main() -> None:
         t.add_row(str(c["block"]), f"{c['compile_step_s']:.1f}", f"{c['later_steps_s']:.1f}", f"{c['mean_step_s']:.1f}",
                   f"{c['vs_512']:.2f}", str(c["same_losses_as_512"]))
     Console().print(t)
-    a.json.write_text(json.dumps({"benchmark": "flow_step", "command": " ".join(["flow_step.py", *sys.argv[1:]]),
-                                  "machine": machine, "cells": cells}, indent=1) + "\n")
-    print(f"wrote {a.json}")
+    record.write({"benchmark": "flow_step", "cells": cells})
 
 
 if __name__ == "__main__":

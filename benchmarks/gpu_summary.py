@@ -1,20 +1,22 @@
-"""The JSON of benchmarks/gpu.sh: base vs tuned NIAH grids, the issue-17 target, train throughput.
+"""The JSON of benchmarks/gpu.sh: base vs tuned NIAH grids, the length-extension target, train throughput.
 
-Target (issue 17): at the longest length, the tuned model scores at least 0.8 in every depth where
+Target: at the longest length, the tuned model scores at least 0.8 in every depth where
 the base model (with the same YaRN) scores below 0.5. MFU is the trainer's own (bookft's FLOP
 count per token over the chip's dense bf16 peak, bookft/parallel/hardware.py); it is null on a CPU.
 
-    python benchmarks/gpu_summary.py --work runs/gpu-bench --json benchmarks/results/gpu.json [--seconds N]
+    python -m benchmarks.gpu_summary --work runs/gpu-bench [--results benchmarks/results] [--seconds N]
+
+Writes a new RESULTS/gpu_smollm2-135m-<seq_len>_<hardware>_<date>.json (or --json PATH).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 from pathlib import Path
+
+from benchmarks.common import RESULTS, Record
 
 
 def grid(results: dict) -> dict[str, dict[str, float]]:
@@ -38,7 +40,8 @@ def target(base: dict, tuned: dict) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--work", type=Path, required=True)
-    ap.add_argument("--json", type=Path, required=True)
+    ap.add_argument("--results", type=Path, default=RESULTS, help="the folder of the new result file")
+    ap.add_argument("--json", type=Path, default=None, help="this path instead (never overwritten)")
     ap.add_argument("--seconds", type=float, default=None, help="the whole script's wall time")
     args = ap.parse_args()
     rows = [json.loads(x) for x in (args.work / "run" / "metrics.jsonl").read_text().splitlines() if x.strip()]
@@ -50,10 +53,11 @@ def main() -> None:
     mfus = [r["mfu"] for r in timed if r.get("mfu") is not None]
     import jax
 
+    record = Record("gpu", f"smollm2-135m-{steps[-1]['seq_len'] if steps else 0}", path=args.json,
+                    results=args.results)
+    record.use_devices(jax.devices())
     result = {
         "benchmark": "gpu",
-        "machine": f"{platform.node()}: {jax.devices()[0].device_kind} x{jax.device_count()}, "
-                   f"{os.cpu_count()} CPUs",
         "wall_s": args.seconds,
         "train": {"steps": len(steps), "seq_len": steps[-1]["seq_len"] if steps else None,
                   "first_loss": steps[0]["loss"] if steps else None, "last_loss": steps[-1]["loss"] if steps else None,
@@ -66,8 +70,7 @@ def main() -> None:
                  "eval_seconds": {"base": base["timing"]["seconds"], "tuned": tuned["timing"]["seconds"]}},
         "target": target(gb, gt),
     }
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=1) + "\n")
+    record.write(result)
     print(f"{'length':>8} {'depth':>6} {'base':>6} {'tuned':>6}")
     for length in sorted(gb, key=int):
         for depth in gb[length]:
@@ -76,7 +79,6 @@ def main() -> None:
     t = result["train"]
     print(f"train: {t['steps']} steps at {t['seq_len']}, {t['tokens_per_s']} tokens/s, MFU {t['mfu']}; "
           f"target {'met' if result['target']['met'] else 'not met'}: {result['target']}")
-    print(f"wrote {args.json}")
 
 
 if __name__ == "__main__":

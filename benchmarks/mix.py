@@ -1,20 +1,18 @@
-"""The mix benchmark (issue 20): a weighted, length-upsampled corpus with a short source, realised
+"""The mix benchmark: a weighted, length-upsampled corpus with a short source, realised
 against asked, counted from the written sequences (not from the manifest); then `bookft inspect
 --html` on it, rendered by headless Chromium (where installed) and checked to be non-blank.
 
 Sources are generated here: books (a JSONL line per book, 2 to 80 pages of the sample's prose), four
 generated Python repositories (bookft.ingest.sample.code) and short texts (20 to 300 words). Prints a
-rich table and writes benchmarks/results/mix.json.
+rich table and writes a new benchmarks/results/mix_default_<hardware>_<date>.json.
 
-    python benchmarks/mix.py [--seq-len 2048] [--books 40] [--short 3000]
+    python -m benchmarks.mix [--seq-len 2048] [--books 40] [--short 3000]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import random
 import shutil
 import subprocess
@@ -27,6 +25,7 @@ import datasets
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks.common import Record
 from bookft.config import from_dict
 from bookft.corpus import open_corpus
 from bookft.corpus.html_report import write_html_report
@@ -88,6 +87,7 @@ def main() -> None:
     ap.add_argument("--books", type=int, default=40)
     ap.add_argument("--short", type=int, default=3000)
     args = ap.parse_args()
+    record = Record("mix", "default")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         src = sources(root, args.books, args.short)
@@ -108,13 +108,12 @@ def main() -> None:
                     "natural_tokens": m["mix"]["sources"][k]["natural_tokens"],
                     "realised_by_bucket": m["mix"]["sources"][k]["realised_by_bucket"]} for k, a in ASKED.items()}
         page = write_html_report(open_corpus(root / "corpus"), root / "page" / "corpus.html")
-        out = {"machine": f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}",
-               "seq_len": args.seq_len, "tokens": total, "tokens_over_seq_len": round(total / args.seq_len, 1),
+        out = {"seq_len": args.seq_len, "tokens": total, "tokens_over_seq_len": round(total / args.seq_len, 1),
                "sequences": m["counts"]["sequences"], "fill": m["counts"]["fill"], "build_s": round(build_s, 2),
                "sources": rows, "max_relative_deviation": max(r["relative_deviation"] for r in rows.values()),
                "html_kib": round(page.stat().st_size / 1024, 1),
                "browser": screenshot(page, root / "shot.png")}
-    t = Table(title=f"mix: realised vs asked ({out['machine']})")
+    t = Table(title=f"mix: realised vs asked ({record.header['machine']['hardware']})")
     for col in ("source", "asked", "realised", "deviation", "tokens", "natural tokens"):
         t.add_column(col, justify="left" if col == "source" else "right")
     for k, r in rows.items():
@@ -123,9 +122,7 @@ def main() -> None:
     t.caption = (f"{total:,} tokens = {out['tokens_over_seq_len']} x seq_len {args.seq_len}; fill {out['fill']:.4f}; "
                  f"build {out['build_s']} s; page {out['html_kib']} KiB; browser {out['browser']}")
     Console().print(t)
-    dest = Path(__file__).parent / "results" / "mix.json"
-    dest.write_text(json.dumps(out, indent=1) + "\n")
-    print(f"wrote {dest}")
+    record.write(out)
 
 
 if __name__ == "__main__":

@@ -3,9 +3,10 @@
 Writes a random safetensors checkpoint (sharded, like HF's) with the configs/models/llama-3.2-1b.yaml
 shapes, then loads it with `bookft.model.load_hf` in a fresh child process and reports the load
 time and the child's peak RSS (VmHWM), also net of the RSS after imports. Target: peak RSS
-< 1.3 x checkpoint size. The generated checkpoint is deleted afterwards unless --keep.
+< 1.3 x checkpoint size. The generated checkpoint is deleted afterwards unless --keep. Writes a new
+benchmarks/results/model_1b-<dtype>_<hardware>_<date>.json.
 
-    python benchmarks/model.py [--dtype float32|bfloat16] [--dir /tmp/bookft-bench-1b] [--keep]
+    python -m benchmarks.model [--dtype float32|bfloat16] [--dir /tmp/bookft-bench-1b] [--keep]
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -30,7 +30,7 @@ def generate(path: Path, dtype: str) -> int:
     from bookft.config import from_dict, read_yaml
     from bookft.model import ModelConfig, abstract_model, config_to_hf
     from bookft.model.hf_config import hf_tensor_names
-    from bookft.model.hf_io import _hf_shape
+    from bookft.model.hf_io import hf_shape
 
     config = from_dict(ModelConfig, read_yaml(ROOT / "configs/models/llama-3.2-1b.yaml")["model"], "model")
     model = abstract_model(config)
@@ -55,7 +55,7 @@ def generate(path: Path, dtype: str) -> int:
         key = ours.split(".")
         var = getattr(model.layers, key[1]) if layer is not None else getattr(model, key[0])
         shape = tuple(var.get_value().shape)
-        shape = _hf_shape(key[-1], shape[1:] if layer is not None else shape)
+        shape = hf_shape(key[-1], shape[1:] if layer is not None else shape)
         t = (0.02 * rng.standard_normal(shape, dtype=np.float32)).astype(np_dtype)
         shard[hf_name] = t
         shard_bytes += t.nbytes
@@ -116,16 +116,19 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from benchmarks.common import Record  # here, not at the top: the load child's RSS stays bookft's own
+
+    record = Record("model", f"1b-{args.dtype}")
     path = Path(args.dir)
     try:
         t0 = time.perf_counter()
         env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-        gen = subprocess.run([sys.executable, __file__, "--generate", str(path), "--dtype", args.dtype],
-                             capture_output=True, text=True, env=env, check=True)
+        gen = subprocess.run([sys.executable, "-m", "benchmarks.model", "--generate", str(path), "--dtype", args.dtype],
+                             capture_output=True, text=True, env=env, check=True, cwd=ROOT)
         size = int(gen.stdout.strip().splitlines()[-1])
         gen_s = time.perf_counter() - t0
-        proc = subprocess.run([sys.executable, __file__, "--child", str(path), "--dtype", args.dtype],
-                              capture_output=True, text=True, env=env, check=True)
+        proc = subprocess.run([sys.executable, "-m", "benchmarks.model", "--child", str(path), "--dtype", args.dtype],
+                              capture_output=True, text=True, env=env, check=True, cwd=ROOT)
         child = json.loads(proc.stdout.strip().splitlines()[-1])
     finally:
         if not args.keep:
@@ -140,9 +143,6 @@ def main() -> None:
         "peak_rss_over_checkpoint": round(peak / size, 3),
         "peak_rss_net_of_imports_over_checkpoint": round((peak - base) / size, 3),
         "target": "peak_rss_over_checkpoint < 1.3", "passed": peak / size < 1.3,
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                    "python": platform.python_version(), "load_avg_1m": os.getloadavg()[0]},
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     table = Table(title="bookft.model load_hf (1B shapes)")
     table.add_column("metric")
@@ -154,9 +154,7 @@ def main() -> None:
     table.add_row("peak - imports", f"{(peak - base) / 1e9:.2f} GB = {(peak - base) / size:.2f} x checkpoint")
     table.add_row("target < 1.3x", "pass" if result["passed"] else "FAIL")
     Console().print(table)
-    out = ROOT / "benchmarks" / "results" / "model.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    record.write(result)
 
 
 if __name__ == "__main__":

@@ -15,13 +15,13 @@ and a tokenizer strategy comparison on the book's text: the batch encoder's own 
 Also the whole machine's busy CPU seconds during each run (/proc/stat: bookft's forkserver and workers
 included) and the bound they set (no schedule on N cores ends before CPU seconds / N), and with
 --one-core a projection to more cores from the 1- and N-core medians (Amdahl), stated as one.
-Prints a rich table and writes benchmarks/results/pdf_book.json.
+Prints a rich table and writes a new benchmarks/results/pdf-book_<pages>-pages_<hardware>_<date>.json.
 
 The tokenizer: --tokenizer DIR (a HF folder or tokenizer.json); default models/smollm2-135m of this
 checkout or of /work/main when present, else a byte-level BPE that bookft trains on the book once,
 before the timed runs (saved as a tokenizer folder, so every run loads it the same way).
 
-    python benchmarks/pdf_book.py [--pages 1000] [--reps 5] [--tokenizer DIR] [--workers 2]
+    python -m benchmarks.pdf_book [--pages 1000] [--reps 5] [--tokenizer DIR] [--workers 2]
                                   [--pages-per-job N] [--one-core] [--json OUT]
 """
 
@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import shutil
 import statistics
@@ -45,11 +44,9 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # benchmarks.ingest, and bookft of this checkout
-
-from benchmarks.ingest import _text  # noqa: E402
-from bookft.ingest.sample.pdfwriter import book_pdf  # noqa: E402
+from benchmarks.common import Record, filler_text
+from bookft.benchrecord import ROOT
+from bookft.ingest.sample.pdfwriter import book_pdf
 
 CHARS_PER_PAGE = 3570  # book_pdf's default layout (50 lines of <= 90 characters) with these paragraphs
 BARE = """
@@ -86,12 +83,6 @@ def _trained_tokenizer(book: Path, dst: Path) -> Path:
     return dst
 
 
-def _env() -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
-    return env
-
-
 CPU = {}  # run name -> CPU seconds (user + sys) of the process itself and the children it reaped
 MACHINE_CPU = {}  # run name -> CPU seconds of the whole machine during the run (/proc/stat: every process)
 
@@ -117,7 +108,7 @@ def _wall(cmd: list[str], name: str = "", one_core: bool = False) -> float:
     t = time.perf_counter()
     # stderr to a pipe: the wall then also waits for the pool's forkserver and resource tracker, which hold
     # a copy and exit ~0.08 s after the command (what `bookft ingest ... 2>&1 | tee log` waits for too)
-    r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_env(),
+    r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT,
                        preexec_fn=_one_core if one_core else None)
     wall = time.perf_counter() - t
     if r.returncode:
@@ -147,9 +138,9 @@ def _ingest(book: Path, out: Path, tokenizer: Path, workers: int, split: bool,
 
 def _encode_units(args):
     path, batch = args
-    from bookft.ingest.tokenize import _encode_batch, load_tokenizer
+    from bookft.ingest.tokenize import encode_batch, load_tokenizer
 
-    return _encode_batch(_worker_tok(path, load_tokenizer), batch)
+    return encode_batch(_worker_tok(path, load_tokenizer), batch)
 
 
 _TOK = {}
@@ -165,21 +156,21 @@ def tokenizer_strategies(text: str, tokenizer: Path, workers: int, reps: int) ->
     """Seconds (median) to encode the book's paragraphs: one batch call (the encoder's own threads, what
     bookft does), Python threads over paragraph batches, a process pool over paragraph batches (its
     start and tokenizer loading included: what a pool would pay per build). Same ids required."""
-    from bookft.ingest.tokenize import _encode_batch, load_tokenizer, units
+    from bookft.ingest.tokenize import encode_batch, load_tokenizer, units
 
     tok = load_tokenizer(tokenizer)
     us = units(text)
     k = max(2, workers) * 4
     cuts = [len(us) * i // k for i in range(k + 1)]
     batches = [us[a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
-    ref = _encode_batch(tok, us)[0]
+    ref = encode_batch(tok, us)[0]
 
     def one():
-        return _encode_batch(tok, us)[0]
+        return encode_batch(tok, us)[0]
 
     def threads():
         with ThreadPoolExecutor(max(2, workers)) as ex:
-            return np.concatenate([ids for ids, _ in ex.map(lambda b: _encode_batch(tok, b), batches)])
+            return np.concatenate([ids for ids, _ in ex.map(lambda b: encode_batch(tok, b), batches)])
 
     def processes():
         import multiprocessing
@@ -202,38 +193,8 @@ def tokenizer_strategies(text: str, tokenizer: Path, workers: int, reps: int) ->
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--pages", type=int, default=1000)
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--tokenizer", type=Path, default=None)
-    ap.add_argument("--keep", type=Path, default=None, help="work folder to keep (default: a temporary one)")
-    ap.add_argument("--pages-per-job", type=int, default=None,
-                    help="extract.pdf_pages_per_job of the split runs (default: the config's)")
-    ap.add_argument("--also-pages-per-job", type=int, default=None,
-                    help="also time split runs at this extract.pdf_pages_per_job, interleaved (row 'split_alt')")
-    ap.add_argument("--one-core", action="store_true",
-                    help="also time the split run pinned to one core (row 'split_1core'), interleaved, and project "
-                         "the wall time to more cores from the two (Amdahl: serial + parallel / cores)")
-    ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "pdf_book.json")
-    args = ap.parse_args()
-    con = Console()
-    work = args.keep or Path(tempfile.mkdtemp(prefix="bookft-pdfbook-"))
-    work.mkdir(parents=True, exist_ok=True)
-    book = work / "book.pdf"
-    rng = random.Random(0)
-    book.write_bytes(book_pdf("A Long Book", "bench", _text(rng, args.pages * CHARS_PER_PAGE).split("\n\n")))
-    import pypdfium2 as pdfium
-
-    n_pages = len(pdfium.PdfDocument(str(book)))
-    tokenizer = args.tokenizer or _default_tokenizer()
-    tok_origin = str(tokenizer) if tokenizer else "bookft BPE trained on the book (no HF folder found)"
-    if tokenizer is None:
-        tokenizer = _trained_tokenizer(book, work / "tokenizer")
-    load_before = os.getloadavg()
-    con.print(f"{n_pages} pages, {book.stat().st_size:,} bytes; tokenizer {tok_origin}; load {load_before}")
-
+def timed_rounds(args, book: Path, tokenizer: Path, work: Path, con) -> tuple[list[str], dict, dict]:
+    """The runs, interleaved, the order rotated each round: (order, walls per run, manifests per run)."""
     order = (["bare", "split", "unsplit"] + (["split_alt"] if args.also_pages_per_job else [])
              + (["split_1core"] if args.one_core else []))
     runs = {k: [] for k in order}
@@ -249,27 +210,23 @@ def main() -> None:
                 runs[name].append(wall)
                 manifests[name].append(m)
         con.print(f"round {rep + 1}/{args.reps}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in runs.items()))
-    load_after = os.getloadavg()
+    return order, runs, manifests
 
+
+def figures(runs: dict, manifests: dict) -> dict:
+    """Medians, ratios against the bare loop, bookft's phases and what is left outside the build."""
     med = {k: round(statistics.median(v), 3) for k, v in runs.items()}
     phases = {}
     for name in manifests:
         tim = [m["timings"] for m in manifests[name]]
         phases[name] = {k: round(statistics.median(t[k] for t in tim), 3) for k in tim[0]}
-        walls = runs[name]
-        phases[name]["outside_build"] = round(statistics.median(w - t["total"] for w, t in zip(walls, tim,
+        phases[name]["outside_build"] = round(statistics.median(w - t["total"] for w, t in zip(runs[name], tim,
                                                                                                  strict=True)), 3)
     hashes = {name: sorted({m["data_hash"] for m in manifests[name]}) for name in manifests}
     m0 = manifests["split"][0]
-    from bookft.ingest.formats.pdf import pdf_text
-
-    text, _ = pdf_text(book.read_bytes())
-    tok_cmp = tokenizer_strategies(text, tokenizer, args.workers, reps=3)
-    res = {
-        "machine": f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}",
-        "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-        "tokenizer": tok_origin, "pages": n_pages, "pdf_bytes": book.stat().st_size, "chars": m0["counts"]["chars"],
-        "tokens": m0["counts"]["tokens"], "page_range_jobs": m0["work"]["pdf_page_ranges"],
+    return {
+        "chars": m0["counts"]["chars"], "tokens": m0["counts"]["tokens"],
+        "page_range_jobs": m0["work"]["pdf_page_ranges"],
         "pdf_pages_per_job": m0["config"]["extract"]["pdf_pages_per_job"],
         "seconds": runs, "median_seconds": med,
         "cpu_seconds": CPU, "cpu_seconds_median": {k: round(statistics.median(v), 3) for k, v in CPU.items()},
@@ -285,11 +242,13 @@ def main() -> None:
         "phase_seconds_median": phases,
         "same_data_hash_split_unsplit": len({h for v in hashes.values() for h in v}) == 1,
         "data_hash": hashes["split"][0],
-        "tokenize_strategies_seconds": tok_cmp,
-        "loadavg_before_after": [round(x, 2) for x in load_before + load_after],
     }
-    cores = len(os.sched_getaffinity(0))
-    if args.one_core and cores > 1:
+
+
+def add_bounds(res: dict, one_core: bool) -> None:
+    """The Amdahl projection (with --one-core) and the bound the machine's CPU seconds set."""
+    med, cores = res["median_seconds"], len(os.sched_getaffinity(0))
+    if one_core and cores > 1:
         # Amdahl from two measured points, T(n) = serial + parallel / n: a projection, not a measurement
         t1, tn = med["split_1core"], med["split"]
         par = (t1 - tn) * cores / (cores - 1)
@@ -307,20 +266,22 @@ def main() -> None:
             "split_machine_cpu_s": mcpu["split"], "bare_machine_cpu_s": mcpu["bare"], "cores": cores,
             "wall_at_least_s": round(mcpu["split"] / cores, 3),
             "ratio_at_most": round(mcpu["bare"] / (mcpu["split"] / cores), 3)}
-    tab = Table(title=f"one PDF book, whole process ({n_pages} pages, {res['chars']:,} chars, "
+
+
+def print_table(res: dict, order: list[str], manifests: dict, con) -> None:
+    med, phases, mcpu, tok_cmp = (res["median_seconds"], res["phase_seconds_median"],
+                                  res["machine_cpu_seconds_median"], res["tokenize_strategies_seconds"])
+    tab = Table(title=f"one PDF book, whole process ({res['pages']} pages, {res['chars']:,} chars, "
                       f"{res['tokens']:,} tokens)")
-    tab.add_column("run")
-    tab.add_column("median s", justify="right")
-    tab.add_column("bare / run", justify="right")
-    tab.add_column("phases (median s)")
-    tab.add_column("bare / run per round", justify="right")
+    for col, right in (("run", False), ("median s", True), ("bare / run", True), ("phases (median s)", False),
+                       ("bare / run per round", True)):
+        tab.add_column(col, justify="right" if right else "left")
     tab.add_row("bare pypdfium2 loop", f"{med['bare']:.2f}", "1.00", "")
     for name in manifests:
-        ph = phases[name]
         label = (f"bookft ingest, {manifests[name][0]['work']['pdf_page_ranges']} page ranges" if name != "unsplit"
                  else "bookft ingest, one job") + (" (1 core)" if name == "split_1core" else "")
         tab.add_row(label, f"{med[name]:.2f}", f"{med['bare'] / med[name]:.2f}",
-                    ", ".join(f"{k} {v}" for k, v in ph.items() if k != "total"),
+                    ", ".join(f"{k} {v}" for k, v in phases[name].items() if k != "total"),
                     f"{res['ratio_per_round_median'][name]:.2f}")
     cpu = res["cpu_seconds_median"]
     tab.add_row("CPU s (main process): " + " / ".join(order), "", "", " / ".join(str(cpu.get(k)) for k in order))
@@ -339,12 +300,48 @@ def main() -> None:
     tab.add_row("split == unsplit data hash", str(res["same_data_hash_split_unsplit"]), "", res["data_hash"][:16])
     tab.add_row("tokenize: one call / threads / pool", "", "",
                 f"{tok_cmp['one_call_rust_threads']} / {tok_cmp['python_threads']} / {tok_cmp['process_pool']} s")
-    tab.add_row("load average before, after", "", "", str(res["loadavg_before_after"]))
     con.print(tab)
-    dst = args.json
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    dst.write_text(json.dumps(res, indent=1) + "\n")
-    con.print(f"wrote {dst}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pages", type=int, default=1000)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--tokenizer", type=Path, default=None)
+    ap.add_argument("--keep", type=Path, default=None, help="work folder to keep (default: a temporary one)")
+    ap.add_argument("--pages-per-job", type=int, default=None,
+                    help="extract.pdf_pages_per_job of the split runs (default: the config's)")
+    ap.add_argument("--also-pages-per-job", type=int, default=None,
+                    help="also time split runs at this extract.pdf_pages_per_job, interleaved (row 'split_alt')")
+    ap.add_argument("--one-core", action="store_true",
+                    help="also time the split run pinned to one core (row 'split_1core'), interleaved, and project "
+                         "the wall time to more cores from the two (Amdahl: serial + parallel / cores)")
+    ap.add_argument("--json", type=Path, default=None, help="default: a new file under benchmarks/results/")
+    args = ap.parse_args()
+    record, con = Record("pdf_book", f"{args.pages}-pages", path=args.json), Console()
+    work = args.keep or Path(tempfile.mkdtemp(prefix="bookft-pdfbook-"))
+    work.mkdir(parents=True, exist_ok=True)
+    book = work / "book.pdf"
+    book.write_bytes(book_pdf("A Long Book", "bench",
+                              filler_text(random.Random(0), args.pages * CHARS_PER_PAGE).split("\n\n")))
+    import pypdfium2 as pdfium
+
+    from bookft.ingest.formats.pdf import pdf_text
+
+    n_pages = len(pdfium.PdfDocument(str(book)))
+    tokenizer = args.tokenizer or _default_tokenizer()
+    tok_origin = str(tokenizer) if tokenizer else "bookft BPE trained on the book (no HF folder found)"
+    tokenizer = tokenizer or _trained_tokenizer(book, work / "tokenizer")
+    con.print(f"{n_pages} pages, {book.stat().st_size:,} bytes; tokenizer {tok_origin}")
+    order, runs, manifests = timed_rounds(args, book, tokenizer, work, con)
+    text, _ = pdf_text(book.read_bytes())
+    res = {"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+           "tokenizer": tok_origin, "pages": n_pages, "pdf_bytes": book.stat().st_size, **figures(runs, manifests),
+           "tokenize_strategies_seconds": tokenizer_strategies(text, tokenizer, args.workers, reps=3)}
+    add_bounds(res, args.one_core)
+    print_table(res, order, manifests, con)
+    record.write(res)
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -1,6 +1,6 @@
 """Refresh after 1% of files change vs a full ingest of the same generated text corpus.
 
-    python benchmarks/pipeline.py [--files 10000] [--changed 0.01] [--workers 2] [--work DIR]
+    python -m benchmarks.pipeline [--files 10000] [--changed 0.01] [--workers 2] [--work DIR]
 
 Steps (each a `run_pipeline` of one pipeline YAML, wall time measured around it):
   full       first run on an empty corpus dir: extract + train BPE + tokenize + pack + write + publish
@@ -9,8 +9,8 @@ Steps (each a `run_pipeline` of one pipeline YAML, wall time measured around it)
   refresh    after rewriting `changed` of the files: plan (hash all), extract/tokenize only those,
              re-pack, validate, publish
   no_change  a second refresh with nothing changed: content hashes only, nothing published
-Target: refresh < 15% of the full ingest. Prints a rich table and writes benchmarks/results/pipeline.json
-with the machine it ran on (CPU count, load average).
+Target: refresh < 15% of the full ingest. Prints a rich table and writes a new
+benchmarks/results/pipeline_<files>-files_<hardware>_<date>.json (the shared header: machine, load).
 """
 
 from __future__ import annotations
@@ -18,10 +18,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import shutil
-import sys
 import time
 from pathlib import Path
 
@@ -29,9 +27,8 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bookft.pipelines import run_pipeline  # noqa: E402
+from benchmarks.common import Record
+from bookft.pipelines import run_pipeline
 
 WORDS = ("river stone lantern harbor meadow archive winter summer quiet ancient merchant sailor garden letter "
          "window mountain valley forest candle journey evening morning silver copper market village bridge "
@@ -77,15 +74,15 @@ def main() -> None:
     ap.add_argument("--changed", type=float, default=0.01)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--work", default="/tmp/bookft-bench-pipeline")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "pipeline.json"))
+    ap.add_argument("--out", type=Path, default=None, help="default: a new file under benchmarks/results/")
     args = ap.parse_args()
+    record = Record("pipeline", f"{args.files}-files", path=args.out)
     work = Path(args.work)
     shutil.rmtree(work, ignore_errors=True)
     src = work / "src"
     src.mkdir(parents=True)
     for i in range(args.files):
         write_file(src / f"f{i:05d}.txt", i, args.chars)
-    load0 = os.getloadavg()
     rows: dict[str, dict] = {}
 
     p_full = pipeline_yaml(work, "full", src, work / "corpus", args.workers, {"vocab_size": 2048})
@@ -111,8 +108,6 @@ def main() -> None:
 
     full, full_tok = rows["full"]["seconds"], rows["full_tok"]["seconds"]
     result = {
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "loadavg_start": load0, "loadavg_end": os.getloadavg()},
         "files": args.files, "chars_per_file": args.chars, "changed_files": n_change, "workers": args.workers,
         "tokens": man["counts"]["tokens"], "sequences": man["counts"]["sequences"],
         "seconds": {k: round(v["seconds"], 3) for k, v in rows.items()},
@@ -126,7 +121,7 @@ def main() -> None:
                               "timings"]},
     }
     t = Table(title=f"refresh of {args.files:,} files after {n_change} changed ({os.cpu_count()} CPUs, "
-                    f"load {load0[0]:.1f})")
+                    f"load {record.header['load_avg_start'][:1]})")
     for col in ("run", "seconds", "vs full", "extracted", "published"):
         t.add_column(col, justify="right")
     for k, v in rows.items():
@@ -134,10 +129,9 @@ def main() -> None:
         t.add_row(k, f"{v['seconds']:.1f}", f"{v['seconds'] / full:.1%}",
                   str((r.get("work") or {}).get("extracted", 0)), str(r.get("published")))
     Console().print(t)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    record.write(result)
     print(f"refresh / full = {result['refresh_vs_full']:.3f} (same tokenizer: "
-          f"{result['refresh_vs_full_same_tokenizer']:.3f}); target < 0.15; wrote {args.out}")
+          f"{result['refresh_vs_full_same_tokenizer']:.3f}); target < 0.15")
 
 
 if __name__ == "__main__":

@@ -1,26 +1,27 @@
 """`bookft plan` at scale: Llama-3.1-8B (preset shape) on v5p-128 and v5p-512, AOT on this host.
 
-    python benchmarks/plan.py                                   # peaks at 1M and 4M, ring + usp, offload_input
-    python benchmarks/plan.py --strategies ring,usp,allgather,ulysses --max-seq-len
-    python benchmarks/plan.py --topologies v5p-128 --seq-lens 1048576 --remats full,offload
-    python benchmarks/plan.py --topologies v5p-128 --strategies ring --max-seq-len --start 16777216
+    python -m benchmarks.plan                                   # peaks at 1M and 4M, ring + usp, offload_input
+    python -m benchmarks.plan --strategies ring,usp,allgather,ulysses --max-seq-len
+    python -m benchmarks.plan --topologies v5p-128 --seq-lens 1048576 --remats full,offload
+    python -m benchmarks.plan --topologies v5p-128 --strategies ring --max-seq-len --start 16777216
 
 Per cell: per-chip peak HBM, temporaries, fits, compile time; with --max-seq-len the longest
 sequence that fits per strategy (doubling, then bisection). MaxText 0.2.5 figures on the same AOT
 path (../shared/STACK-FACTS.md): ring 1M 14.8 GiB (dq3) / 17.1 default; ring 4M 32.5 GiB (dq3 +
-vocab tiling 16). Results are merged into benchmarks/results/plan.json.
+vocab tiling 16). Each run writes a new benchmarks/results/plan_<config>_v5p-aot_<date>.json holding
+the newest earlier file's cells and searches and its own (a cell of the same program is reused, not
+recompiled).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import time
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results" / "plan.json"
+from benchmarks.common import Record, latest
+
 MAXTEXT = {("ring", 1048576): 14.8, ("ring", 4194304): 32.5}
 
 
@@ -45,14 +46,14 @@ def main() -> None:
     from bookft.train.config import load_run_config
 
     cfg = load_run_config(a.config, a.set)
-    result = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {"cells": [], "max_seq_len": []}
-    result["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(), "load_avg": os.getloadavg()[0]}
+    prev = latest("plan") or {}
+    result = {"cells": prev.get("cells", []), "max_seq_len": prev.get("max_seq_len", [])}
+    record = Record("plan", Path(a.config).stem, hardware="v5p-aot")
     cells = {cell_key(c): c for c in result.get("cells", [])}
 
     def save():
         result["cells"] = list(cells.values())
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps(result, indent=1))
+        record.write(result)
 
     def key(topo, n, s, r):
         return cfg.name, topo.libtpu_name, n, s, r, cfg.model.mlp_chunk, cfg.train.loss_chunk

@@ -12,11 +12,11 @@ flow touched:
 - `eval ppl` at the flow's window lengths on a stretch of each reserved book from 20% of the way in
   (the first --ppl-chars characters after it).
 
-Writes benchmarks/results/real_flow_checks_seed{N}.json once the grids and short are done (ppl
-still null) and again with ppl, and prints the tables.
+Writes a new benchmarks/results/real-flow-checks_<size>[-<label>]-seed<N>_<hardware>_<date>.json once
+the grids and short are done (ppl still null) and again with ppl, and prints the tables.
 
-    python benchmarks/real_flow_checks.py [--seed 0] [--run runs/real-flow-full-seed0]
-        [--tasks multikey,vartrack] [--cache benchmarks/results/real_flow_base_essay]
+    python -m benchmarks.real_flow_checks [--seed 0] [--run runs/real-flow-full-seed0] [--label lora]
+        [--tasks multikey,vartrack] [--cache benchmarks/cache/real_flow_base_essay]
 """
 
 from __future__ import annotations
@@ -24,14 +24,11 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from real_flow import machine  # noqa: E402
+from benchmarks.common import CACHE, Record
+from bookft.benchrecord import ROOT
 
 PASSAGE_AT = (0.2, 0.5, 0.8)
 
@@ -42,7 +39,7 @@ def reserved_texts(books: Path, out: Path, *, passage_chars: int, ppl_chars: int
 
     paths = sorted(books.glob("*.txt"))
     if not paths:
-        raise SystemExit(f"{books}: no reserved books (*.txt); run benchmarks/books.py's ensure_books first")
+        raise SystemExit(f"{books}: no reserved books (*.txt); run python -m benchmarks.books first")
     short_dir, ppl_dir = out / "reserved-short", out / "reserved-ppl"
     for d in (short_dir, ppl_dir):
         shutil.rmtree(d, ignore_errors=True)
@@ -84,10 +81,11 @@ def main() -> None:
     ap.add_argument("--books", type=Path, default=ROOT / "data/books/reserved")
     ap.add_argument("--config", type=Path, default=ROOT / "configs/smollm2-135m-books.yaml")
     ap.add_argument("--tasks", default="multikey,vartrack")
-    ap.add_argument("--cache", type=Path, default=ROOT / "benchmarks/results/real_flow_base_essay")
+    ap.add_argument("--cache", type=Path, default=CACHE / "real_flow_base_essay")
     ap.add_argument("--passage-chars", type=int, default=1_500)
     ap.add_argument("--ppl-chars", type=int, default=40_000)
-    ap.add_argument("--json", type=Path, default=None, help="default benchmarks/results/real_flow_checks_seed{N}.json")
+    ap.add_argument("--label", default="", help="the flow's --label, for the result's name")
+    ap.add_argument("--json", type=Path, default=None, help="default: a new file under benchmarks/results/")
     a = ap.parse_args()
     from rich.console import Console
 
@@ -102,12 +100,13 @@ def main() -> None:
     run = (a.run or ROOT / f"runs/real-flow-full-seed{a.seed}").resolve()
     summary_path = run / "summary.json"
     if not summary_path.is_file():
-        raise SystemExit(f"{summary_path}: missing; run benchmarks/real_flow.py --seed {a.seed} first")
+        raise SystemExit(f"{summary_path}: missing; run python -m benchmarks.real_flow --seed {a.seed} first")
     s = json.loads(summary_path.read_text())["settings"]
     tuned, out = run / "tuned-model", run / "checks"
     overrides = [f"model.hf_path={a.model.resolve()}", f"data.seq_len={max(s['lengths'])}", *s["overrides"]]
     short_files, ppl_files = reserved_texts(a.books, out, passage_chars=a.passage_chars, ppl_chars=a.ppl_chars)
-    load_before, times, t0 = machine(), {}, time.perf_counter()
+    rec = Record("real_flow_checks", "-".join(filter(None, (s["size"], a.label, f"seed{a.seed}"))), path=a.json)
+    times, t0 = {}, time.perf_counter()
     tasks = [t for t in a.tasks.split(",") if t]
     grids = essay_grids(a.model.resolve(), tuned, tasks, s, config=a.config, overrides=overrides, cache=a.cache,
                         out=out, console=console)
@@ -118,10 +117,10 @@ def main() -> None:
     short = evaluate_short(None, short_config, Subject(model_dir=str(tuned)), out=out / "short", console=console)
     times["short_s"] = round(time.perf_counter() - t1, 1)
     short_figs = short_figures(short)
-    path = a.json or ROOT / f"benchmarks/results/real_flow_checks_seed{a.seed}.json"
-    record = {"benchmark": "real_flow_checks", "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
-              "seed": a.seed, "run": str(run), "machine": {"before": load_before, "after": machine()},
-              "essay_grids": grids,
+    import jax
+
+    rec.use_devices(jax.devices())
+    record = {"benchmark": "real_flow_checks", "seed": a.seed, "run": str(run), "essay_grids": grids,
               "reserved_short": {"passages": [p.name for p in short_files], "tokens_per_passage": s["short_tokens"],
                                  **short_figs["generic"]},
               "reserved_ppl": None, "times": times}
@@ -129,7 +128,7 @@ def main() -> None:
     r = record["reserved_short"]
     console.print(f"reserved passages, eval short: {r['base_loss']:.4f} -> {r['tuned_loss']:.4f} "
                   f"({r['loss_delta']:+.4f} nats/token)")
-    path.write_text(json.dumps(record, indent=1) + "\n")  # the grids and short stand before ppl runs
+    rec.write(record)  # the grids and short stand before ppl runs
     t2 = time.perf_counter()
     run_config = load_run_config(a.config, overrides)
     base = ev.base_ppl(a.model.resolve(), ppl_files, s["ppl_lengths"], run_config=run_config,
@@ -137,12 +136,11 @@ def main() -> None:
     ppl = ev.run_ppl(a.model.resolve(), tuned, ppl_files, s["ppl_lengths"], run_config=run_config,
                      out=out / "ppl", console=console, progress=False, base=base)
     times["ppl_s"] = round(time.perf_counter() - t2, 1)
-    record["machine"]["after"] = machine()
     record["reserved_ppl"] = {"texts": [p.name for p in ppl_files], "chars": a.ppl_chars, "ppl": ppl_figures(ppl)}
     for n, v in record["reserved_ppl"]["ppl"].items():
         console.print(f"reserved ppl at {n}: {v['base']:.3f} -> {v['tuned']:.3f}")
-    path.write_text(json.dumps(record, indent=1) + "\n")
-    print(f"wall {time.perf_counter() - t0:.0f} s; wrote {path}")
+    rec.write(record)
+    print(f"wall {time.perf_counter() - t0:.0f} s")
 
 
 if __name__ == "__main__":

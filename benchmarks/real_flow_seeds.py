@@ -7,25 +7,22 @@ haystacks and run config, and pools them with the flow's per-seed results: each 
 mean over every seed, with the seeds it missed. The base grids for the new seeds are cached under
 --cache (keyed like the flow's, with these seeds), so a second run only scores the tuned model.
 
-Writes benchmarks/results/real_flow_seeds_{RUN}.json (RUN: the flow's folder name) and prints the
-pooled table.
+Writes a new benchmarks/results/real-flow-seeds_<size>[-<label>]-seed<N>_<hardware>_<date>.json (N:
+the flow's seed) and prints the pooled table.
 
-    python benchmarks/real_flow_seeds.py --run runs/real-flow-full-seed0 [--seeds 5-9]
-        [--tasks multikey,vartrack] [--cache benchmarks/results/real_flow_base] [--json PATH]
+    python -m benchmarks.real_flow_seeds --run runs/real-flow-full-seed0 [--seeds 5-9] [--label lora]
+        [--tasks multikey,vartrack] [--cache benchmarks/cache/real_flow_base] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from real_flow import machine  # noqa: E402
+from benchmarks.common import CACHE, Record
+from bookft.benchrecord import ROOT
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -68,8 +65,9 @@ def main() -> None:
     ap.add_argument("--model", type=Path, default=ROOT / "models/smollm2-135m")
     ap.add_argument("--books", type=Path, default=ROOT / "data/books")
     ap.add_argument("--config", type=Path, default=ROOT / "configs/smollm2-135m-books.yaml")
-    ap.add_argument("--cache", type=Path, default=ROOT / "benchmarks/results/real_flow_base")
-    ap.add_argument("--json", type=Path, default=None, help="default benchmarks/results/real_flow_seeds_{RUN}.json")
+    ap.add_argument("--cache", type=Path, default=CACHE / "real_flow_base")
+    ap.add_argument("--label", default="", help="the flow's --label, for the result's name")
+    ap.add_argument("--json", type=Path, default=None, help="default: a new file under benchmarks/results/")
     a = ap.parse_args()
     from rich.console import Console
     from rich.table import Table
@@ -83,7 +81,7 @@ def main() -> None:
     run = a.run.resolve()
     summary_path = run / "summary.json"
     if not summary_path.is_file():
-        raise SystemExit(f"{summary_path}: missing; run benchmarks/real_flow.py first")
+        raise SystemExit(f"{summary_path}: missing; run python -m benchmarks.real_flow first")
     s = json.loads(summary_path.read_text())["settings"]
     seeds, tasks = parse_seeds(a.seeds), [t for t in a.tasks.split(",") if t]
     if missing := [t for t in tasks if t not in s["tasks"]]:
@@ -98,20 +96,20 @@ def main() -> None:
     run_config = load_run_config(a.config, overrides)
     key = ev.cache_key(model, base_key_settings(settings), run_config, heldout)
     kw = {"run_config": run_config, "haystack": run / "heldout-corpus", "console": console, "progress": False}
-    load_before, t0 = machine(), time.perf_counter()
+    rec = Record("real_flow_seeds", "-".join(filter(None, (s["size"], a.label, f"seed{s['seed']}"))), path=a.json)
+    t0 = time.perf_counter()
     base = ev.grids(model, settings, run / "seeds-base", cache=a.cache, key=key, **kw)
     t1 = time.perf_counter()
     tuned_res = ev.grids(tuned, settings, run / "seeds-tuned", cache=None, key=None, **kw)
     t2 = time.perf_counter()
     figures = {task: {who: pooled([load_results(run / f"eval-{who}" / task), new[task]])
                       for who, new in (("base", base), ("tuned", tuned_res))} for task in tasks}
-    record = {"benchmark": "real_flow_seeds", "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
-              "run": str(run), "flow_seed": s["seed"], "recipe": s["overrides"], "flow_seeds": s["seeds"],
-              "added_seeds": seeds, "cache_key": key, "machine": {"before": load_before, "after": machine()},
-              "pooled": figures, "times": {"base_s": round(t1 - t0, 1), "tuned_s": round(t2 - t1, 1)}}
-    path = a.json or ROOT / f"benchmarks/results/real_flow_seeds_{run.name}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=1) + "\n")
+    import jax
+
+    rec.use_devices(jax.devices())
+    rec.write({"benchmark": "real_flow_seeds", "run": str(run), "flow_seed": s["seed"], "recipe": s["overrides"],
+               "flow_seeds": s["seeds"], "added_seeds": seeds, "cache_key": key, "pooled": figures,
+               "times": {"base_s": round(t1 - t0, 1), "tuned_s": round(t2 - t1, 1)}})
     table = Table(title=f"{run.name}: seeds {s['seeds'][0]}-{s['seeds'][-1]} and {a.seeds} pooled (base -> tuned)")
     for col in ("task", "length", *(f"depth {d:g}%" for d in s["depths"]), "tuned misses (seed: score)"):
         table.add_column(col)
@@ -122,7 +120,7 @@ def main() -> None:
             table.add_row(task, n, *(f"{f['base'][n][d]['mean']:.2f}->{c['mean']:.2f} (n={c['seeds']})"
                                      for d, c in ds.items()), misses or "-")
     console.print(table)
-    print(f"wall {time.perf_counter() - t0:.0f} s; wrote {path}")
+    print(f"wall {time.perf_counter() - t0:.0f} s")
 
 
 if __name__ == "__main__":

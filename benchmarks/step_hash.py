@@ -3,7 +3,7 @@
 The refactor invariant: the program `bookft plan -c PRESET -t TOPOLOGY` lowers must not change
 when code moves. Lowering only (no XLA compile): about a minute for the 8B preset on 2 cores.
 
-    python benchmarks/step_hash.py [-c configs/llama-3.1-8b-v5p-1m.yaml] [-t v5p-128] [--seq-len N]
+    python -m benchmarks.step_hash [-c configs/llama-3.1-8b-v5p-1m.yaml] [-t v5p-128] [--seq-len N]
 """
 
 from __future__ import annotations

@@ -5,18 +5,21 @@ lowered with abstract inputs and compiled by XLA for the CPU, then `memory_analy
 arguments and outputs per device. Prints a table and writes JSON. Used to size a one-device GPU run
 before spending device time on it (the temporaries' structure is the program's, not the backend's).
 
-    python benchmarks/step_memory.py [-c configs/smollm2-135m-cpu.yaml] [--seq-len 8192,32768]
-        [--devices 1] [--set key=value ...] [--json benchmarks/results/step_memory.json]
+    python -m benchmarks.step_memory [-c configs/smollm2-135m-cpu.yaml] [--seq-len 8192,32768]
+        [--devices 1] [--set key=value ...] [--preset gpu-scan] [--json PATH]
+
+Writes a new benchmarks/results/step-memory_<preset>_<hardware>_<date>.json (--preset names the
+settings: gpu-scan for gpu.sh's, gpu-unrolled with --set model.scan_layers=false added).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.common import Record
+
 GPU_SET = ["model.hf_path=models/smollm2-135m", "model.compute_dtype=bfloat16", "parallel.cpu_devices=1",
            "parallel.mesh.context=1", "attention.strategy=local"]  # benchmarks/gpu.sh's run settings
 
@@ -43,8 +46,10 @@ def main() -> None:
     ap.add_argument("--seq-len", default="8192,32768")
     ap.add_argument("--devices", type=int, default=1, help="simulated CPU devices (the config's mesh)")
     ap.add_argument("--set", action="append", default=None, help="key=value; default: gpu.sh's run settings")
-    ap.add_argument("--json", type=Path, default=ROOT / "benchmarks/results/step_memory.json")
+    ap.add_argument("--preset", default="gpu-scan", help="a word for the result's name")
+    ap.add_argument("--json", type=Path, default=None, help="default: a new file under benchmarks/results/")
     a = ap.parse_args()
+    record = Record("step_memory", a.preset, path=a.json)
     from bookft.parallel.mesh import ensure_cpu_devices
 
     ensure_cpu_devices(a.devices)
@@ -54,9 +59,7 @@ def main() -> None:
     for r in rows:
         print(f"{r['seq_len']:>8} {r['temp_gib']:>9.2f} {r['argument_gib']:>9.2f} {r['compile_s']:>10.1f}  "
               f"{' '.join(r['overrides'])}")
-    a.json.write_text(json.dumps({"benchmark": "step_memory", "config": a.config, "devices": a.devices,
-                                  "rows": rows}, indent=1) + "\n")
-    print(f"wrote {a.json}")
+    record.write({"benchmark": "step_memory", "config": a.config, "devices": a.devices, "rows": rows})
 
 
 if __name__ == "__main__":

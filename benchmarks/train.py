@@ -1,11 +1,12 @@
 """Train-step throughput of the tiny preset per strategy on simulated CPU devices, and (with
 --aot) per-chip peak HBM + compile time of the Llama-3.1-8B train step for TPU v5p-128.
 
-    python benchmarks/train.py                 # CPU: 4 and 8 devices x strategies
-    python benchmarks/train.py --aot           # 8B on v5p-128: 1M and 4M x remat policies x ring/usp/allgather
+    python -m benchmarks.train                 # CPU: 4 and 8 devices x strategies
+    python -m benchmarks.train --aot           # 8B on v5p-128: 1M and 4M x remat policies x ring/usp/allgather
 
 Each CPU cell runs in its own process (the simulated device count is fixed at start-up), compiles
-once, then times `--steps` steps of random tokens. Writes benchmarks/results/train.json.
+once, then times `--steps` steps of random tokens. Writes a new
+benchmarks/results/train_default_<hardware>_<date>.json holding the newest earlier file's other part.
 """
 
 from __future__ import annotations
@@ -13,13 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results" / "train.json"
-PLAN_RESULTS = RESULTS.parent / "plan.json"
+from benchmarks.common import Record, latest
 
 CELL = r"""
 import json, os, sys, time
@@ -70,11 +69,11 @@ def cpu_cells(devices, strategies, seq, steps):
     return rows
 
 
-def aot_cells(result, seq_lens, strategies, remats, topology, config, overrides):
+def aot_cells(record, result, seq_lens, strategies, remats, topology, config, overrides):
     """Per-chip peak HBM + compile time of the 8B train step per length x remat x strategy, through
-    the planner (bookft.plan). A cell already in train.json or plan.json for the same program (same
-    key, train-step code unchanged since its commit) is reused; every new cell is written at once,
-    so an interrupted run resumes where it stopped."""
+    the planner (bookft.plan). A cell already in the newest train or plan result for the same program
+    (same key, train-step code unchanged since its commit) is reused; every new cell is written at
+    once, so an interrupted run resumes where it stopped."""
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     from bookft.plan.record import cell_key, reusable, timed_cell
     from bookft.plan.topology import parse_topology, topology_devices
@@ -83,7 +82,7 @@ def aot_cells(result, seq_lens, strategies, remats, topology, config, overrides)
     cfg = load_run_config(config, overrides)
     topo = parse_topology(topology)
     devices = None
-    plan_rows = json.loads(PLAN_RESULTS.read_text()).get("cells", []) if PLAN_RESULTS.is_file() else []
+    plan_rows = (latest("plan") or {}).get("cells", [])
     rows = {cell_key(r): r for r in result.get("aot", [])}
     for n in seq_lens:
         for r in remats:
@@ -91,14 +90,14 @@ def aot_cells(result, seq_lens, strategies, remats, topology, config, overrides)
                 key = (cfg.name, topo.libtpu_name, n, s, r, cfg.model.mlp_chunk, cfg.train.loss_chunk)
                 row = reusable(list(rows.values()), key)
                 if row is None and (old := reusable(plan_rows, key)):
-                    row = {**old, "source": "plan.json"}
+                    row = {**old, "source": "plan"}
                 if row is None:
                     devices = devices or topology_devices(topo)
                     row = timed_cell(cfg, topo, devices, seq_len=n, strategy=s, remat=r, overrides=overrides)
                 print(row, flush=True)
                 rows[key] = row
                 result["aot"] = list(rows.values())
-                RESULTS.write_text(json.dumps(result, indent=1))
+                record.write(result)
     return [rows[k] for k in rows if k[0] == topo.libtpu_name and k[1] in seq_lens]
 
 
@@ -119,12 +118,12 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    result = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
-    result["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(),
-                         "load_avg_at_start": os.getloadavg()[0]}
+    prev = latest("train") or {}
+    result = {k: prev[k] for k in ("cpu", "aot") if k in prev}
+    record = Record("train", "default")
     t = Table(title="bookft train benchmark")
     if a.aot:
-        rows = aot_cells(result, [int(x) for x in a.seq_lens.split(",")], a.aot_strategies.split(","),
+        rows = aot_cells(record, result, [int(x) for x in a.seq_lens.split(",")], a.aot_strategies.split(","),
                          a.remats.split(","), a.topology, a.config, a.set)
         for c in ("seq_len", "remat", "strategy", "fits", "peak GiB", "compile s", "CPU s", "load", "source"):
             t.add_column(c)
@@ -133,7 +132,7 @@ def main() -> None:
             fits = str(r["fits"]) if not r["error"] else r["error"][:40]
             t.add_row(f"{r['seq_len']:,}", r["remat"], r["strategy"], fits,
                       num(r["peak_gib"], ".1f"), num(r["compile_s"], ".0f"), num(r.get("cpu_s"), ".0f"),
-                      num(r.get("load_avg_start", r.get("load_avg")), ".1f"), r.get("source", "plan.json"))
+                      num(r.get("load_avg_start", r.get("load_avg")), ".1f"), r.get("source", "train"))
     else:
         rows = cpu_cells([int(x) for x in a.devices.split(",")], a.strategies.split(","), a.seq, a.steps)
         result["cpu"] = rows
@@ -146,8 +145,7 @@ def main() -> None:
                 t.add_row(str(r["devices"]), r["strategy"], str(r["seq_len"]), f"{r['tokens_per_s']:,.0f}",
                           f"{r['step_s']:.3f}", f"{r['compile_s']:.1f}")
     Console().print(t)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=1))
+    record.write(result)
 
 
 if __name__ == "__main__":

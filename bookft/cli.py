@@ -7,7 +7,8 @@ worker pays for what it imports. Typer, rich and every command module stay in bo
 only `main()` imports. Measured with the two modules merged into one (`bookft ingest` of the
 1,000-page book of benchmarks/pdf_book.py, --workers 2, 2-core host at load 1.2-2.2, interleaved
 with the bare loop): 0.13 CPU-s more per worker, the wall +0.15 s and +0.22 s (median per round;
-slower in 11 of 16 and 10 of 10 rounds), bare/bookft 0.560 against 0.583 (docs/log.md, 2026-12-02).
+slower in 11 of 16 and 10 of 10 rounds), bare/bookft 0.560 against 0.583 (docs/configuration.md,
+"The light entry point").
 """
 
 from __future__ import annotations

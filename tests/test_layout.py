@@ -1,6 +1,8 @@
 """The code base stays easy to read: small modules, short functions, and the product carries results,
 not history (what was tried lives in docs/log.md). Import cycles are import-linter's acyclic_siblings
-contract (pyproject.toml, checked by tests/test_layers.py)."""
+contract (pyproject.toml, checked by tests/test_layers.py). benchmarks/ and experiments/ keep the same
+size and history rules, run as modules without sys.path edits, and import no private name
+(benchmarks/README.md)."""
 
 import ast
 import re
@@ -16,9 +18,15 @@ def _modules():
     return sorted((ROOT / "bookft").rglob("*.py"))
 
 
+def _scripts():
+    """benchmarks/ and experiments/: the scripts and their helper modules."""
+    return sorted(p for d in ("benchmarks", "experiments") for p in (ROOT / d).rglob("*.py")
+                  if "results" not in p.relative_to(ROOT).parts)
+
+
 def test_modules_and_functions_are_small():
     big, long = [], []
-    for path in _modules():
+    for path in [*_modules(), *_scripts()]:
         src = path.read_text()
         name = path.relative_to(ROOT)
         if src.count("\n") > MAX_MODULE_LINES:
@@ -33,10 +41,116 @@ def test_modules_and_functions_are_small():
 
 
 def test_no_history_in_the_product():
-    files = [*_modules(), ROOT / "README.md", *(ROOT / "configs").rglob("*.yaml"), *(ROOT / "corpora").rglob("*.yaml")]
+    files = [*_modules(), ROOT / "README.md", *(ROOT / "configs").rglob("*.yaml"), *(ROOT / "corpora").rglob("*.yaml"),
+             *_scripts(), *(ROOT / "benchmarks").glob("*.sh"), *(ROOT / "benchmarks").glob("*.md"),
+             *(ROOT / "experiments").glob("*.md")]
     hits = [f"{p.relative_to(ROOT)}:{i}: {line.strip()}" for p in files
             for i, line in enumerate(p.read_text().splitlines(), 1) if HISTORY.search(line)]
     assert not hits, "history belongs in docs/log.md:\n" + "\n".join(hits[:30])
+
+
+def _sys_path_edits(src: str) -> list[int]:
+    """Lines that touch sys.path (or set PYTHONPATH) in code, not in prose."""
+    lines = []
+    for node in ast.walk(ast.parse(src)):
+        if (isinstance(node, ast.Attribute) and node.attr == "path" and isinstance(node.value, ast.Name)
+                and node.value.id == "sys"):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Constant) and node.value == "PYTHONPATH":
+            lines.append(node.lineno)
+    return lines
+
+
+def test_benchmarks_edit_no_sys_path():
+    hits = [f"{p.relative_to(ROOT)}:{n}" for p in _scripts() for n in _sys_path_edits(p.read_text())]
+    assert not hits, f"run scripts as `python -m benchmarks.NAME` instead (benchmarks/README.md): {hits}"
+
+
+def test_docs_run_benchmarks_as_modules():
+    """`python benchmarks/x.py` finds neither `benchmarks` nor its helpers: every command is `-m`
+    (docs/log.md keeps the commands as they were run)."""
+    files = [ROOT / "README.md", *(p for p in (ROOT / "docs").glob("*.md") if p.name != "log.md"), *_scripts(),
+             *(ROOT / "benchmarks").glob("*.sh"), *(ROOT / "benchmarks").glob("*.md"),
+             *(ROOT / "experiments").glob("*.md"), *(ROOT / "configs").rglob("*.yaml"), *_modules()]
+    hits = [f"{p.relative_to(ROOT)}:{i}" for p in files for i, line in enumerate(p.read_text().splitlines(), 1)
+            if re.search(r"python3? (benchmarks|experiments)/\w+\.py", line)]
+    assert not hits, f"write `python -m benchmarks.NAME`: {hits}"
+
+
+OURS = ("bookft", "benchmarks", "experiments")
+# A private import the flows' move removes (bookft.flows makes per_depth public): delete the entry then;
+# the test fails while an entry no longer matches anything, so the list cannot go stale.
+KNOWN_PRIVATE = {("benchmarks/e2e.py", "bookft.quickstart", "_per_depth")}
+
+
+def _private_imports(src: str) -> list[tuple[str, str, int]]:
+    """(module, private name, line) for every `_x` imported from, or reached through, our packages."""
+    tree, found, aliases = ast.parse(src), [], set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in OURS:
+            for a in node.names:
+                if a.name.startswith("_") and not a.name.startswith("__"):
+                    found.append((node.module, a.name, node.lineno))
+                aliases.add(a.asname or a.name)
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] in OURS:
+                    if any(part.startswith("_") and not part.startswith("__") for part in a.name.split(".")):
+                        found.append((a.name, a.name, node.lineno))
+                    aliases.add(a.asname or a.name.split(".")[0])
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                and node.attr.startswith("_") and not node.attr.startswith("__")):
+            found.append((node.value.id, node.attr, node.lineno))
+    return found
+
+
+def test_benchmarks_import_no_private_name():
+    hits, used = [], set()
+    for p in _scripts():
+        rel = p.relative_to(ROOT).as_posix()
+        for module, name, line in _private_imports(p.read_text()):
+            if (rel, module, name) in KNOWN_PRIVATE:
+                used.add((rel, module, name))
+            else:
+                hits.append(f"{rel}:{line}: {module}.{name}")
+    assert not hits, "make the name public in bookft (benchmarks/README.md, rule 1): " + "; ".join(hits)
+    assert used == KNOWN_PRIVATE, f"gone, delete from KNOWN_PRIVATE: {sorted(KNOWN_PRIVATE - used)}"
+
+
+RESULT_NAME = re.compile(r"^[a-z0-9.-]+_[A-Za-z0-9.-]+_[a-z0-9.-]+_\d{4}-\d{2}-\d{2}(_\d+)?\.json$")
+QUOTED_RESULT = re.compile(r"[a-z0-9.-]+_[A-Za-z0-9.{},-]+_[a-z0-9.{},-]+_\d{4}-\d{2}-\d{2}(?:_\d+)?\.json")
+
+
+def _expand(name: str) -> list[str]:
+    """`real-flow_full-seed{0,1}_...json` -> both names."""
+    m = re.search(r"\{([^}]*)\}", name)
+    if not m:
+        return [name]
+    return [n for alt in m.group(1).split(",") for n in _expand(name[:m.start()] + alt + name[m.end():])]
+
+
+def test_results_are_named_and_quoted_names_exist():
+    results = ROOT / "benchmarks" / "results"
+    bad = [p.name for p in results.iterdir() if not RESULT_NAME.match(p.name)]
+    assert not bad, f"not <bench>_<preset>_<hardware>_<date>.json (benchmarks/README.md): {bad}"
+    texts = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "configs").rglob("*.yaml"), *_modules(),
+             *_scripts()]
+    missing = sorted({f"{p.relative_to(ROOT)}: {n}" for p in texts for q in QUOTED_RESULT.findall(p.read_text())
+                      for n in _expand(q) if not (results / n).is_file() and "<" not in n})
+    assert not missing, f"quoted results that are not in benchmarks/results/: {missing}"
+
+
+def test_the_script_checks_can_fail():
+    assert _expand("a_b-seed{0,1}_cpu2_2026-12-06.json") == ["a_b-seed0_cpu2_2026-12-06.json",
+                                                              "a_b-seed1_cpu2_2026-12-06.json"]
+    assert RESULT_NAME.match("real-flow_full-seed0_cpu2_2026-12-06_2.json") and not RESULT_NAME.match("e2e.json")
+    assert _sys_path_edits("import sys\nsys.path.insert(0, 'x')\n") == [2]
+    assert _sys_path_edits("env = {'PYTHONPATH': '.'}\n") == [1]
+    assert _sys_path_edits('"""run without editing sys.path"""\n') == []
+    src = ("from bookft.model.hf_io import _hf_shape, load_hf\nfrom bookft import tune_flow_evals as ev\n"
+           "ev._grid(1)\nimport numpy as np\nnp._x\n")
+    assert _private_imports(src) == [("bookft.model.hf_io", "_hf_shape", 1), ("ev", "_grid", 3)]
 
 
 def test_the_check_can_fail(tmp_path):

@@ -40,7 +40,7 @@ mask; this keeps the index-based mask every kernel already has):
 - Block swaps (bookft/attention/swaps.py): whole-block pieces cannot split a document's work finely when a
   device holds few blocks, so a local search then swaps single blocks between documents (each
   document's tokens refilled into its slots in order, so it stays exact) to even out the work.
-- Measured (benchmarks/results/attention.json, 1M-token rows of 50K-500K books, worst of 8 rows,
+- Measured (benchmarks/results/attention_default_cpu2_2026-12-01.json, 1M-token rows of 50K-500K books, worst of 8 rows,
   max/mean per-device non-empty kv blocks at cp 8 / 16 / 64): 512-token blocks 1.002 / 1.002 /
   1.003 (placement alone 1.004 / 1.010 / 1.049, zig-zag alone 2.7-2.9) with the same total work;
   log-normal-length packed books 1.002 / 1.003 / 1.008. Splash skips whole chunk pairs only

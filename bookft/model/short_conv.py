@@ -22,7 +22,8 @@ Design choices:
   previous-token attention head writes through its OV matrix (Olsson et al. 2022, induction heads),
   at W*E*E parameters (131k at W=8, E=128). Per-channel taps, tried before, put "digit d one token
   back" in the embedding space of "digit d here", and the copying head of a tiny model read a blend
-  of the needle token and its neighbours (benchmarks/copy_attention.py; docs/log.md).
+  of the needle token and its neighbours (experiments/copy_attention.py; docs/configuration.md,
+  "Why the defaults").
 """
 
 from __future__ import annotations

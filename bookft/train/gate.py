@@ -2,8 +2,9 @@
 
 A fixed curriculum gives every run the same steps per stage, but the step at which a model trained
 from scratch finds the copy varies with the seed and the data draw (step 300-450 of the default
-recipe, or never within the stage; docs/log.md). A gated stage ends as soon as the needle probe says
-it has done its job: a fast draw moves on, a slow one gets the steps it needs up to the stage's cap.
+recipe, or never within the stage; docs/configuration.md, "Why the defaults"). A gated stage ends
+as soon as the needle probe says it has done its job: a fast draw moves on, a slow one gets the
+steps it needs up to the stage's cap.
 
 Design choices:
 - The gate reads the probe row of the step (bookft/eval/probe.py): the accuracy at the longest

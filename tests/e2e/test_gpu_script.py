@@ -45,7 +45,10 @@ def test_gpu_script_runs_tiny_on_cpu(tmp_path):
     proc = subprocess.run(["bash", str(ROOT / "benchmarks/gpu.sh")], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    out = json.loads((tmp_path / "out" / "gpu.json").read_text())
+    written = sorted((tmp_path / "out").glob("gpu_smollm2-135m-512_*.json"))  # <bench>_<preset>_<hw>_<date>
+    assert len(written) == 1, written
+    out = json.loads(written[0].read_text())
+    assert out["machine"]["hardware"] and "commit" in out and "load_avg_end" in out
     for who in ("base", "tuned"):
         assert set(out["niah"][who]) == {"256", "512"}
         assert all(set(row) == {"0", "100"} for row in out["niah"][who].values())

@@ -1,4 +1,4 @@
-"""benchmarks/copy_attention.py (issue 16's diagnosis): the recording attention is the reference
+"""experiments/copy_attention.py (the copying head's diagnosis): the recording attention is the reference
 attention, its probabilities are causal rows that sum to 1, and each answer token's source is the
 needle token it repeats."""
 
@@ -10,12 +10,12 @@ from eval_helpers import byte_bpe
 
 model_mod = pytest.importorskip("bookft.model")
 
-from benchmarks import copy_attention as ca  # noqa: E402
 from bookft.eval.config import EvalConfig  # noqa: E402
 from bookft.eval.haystack import build_haystack  # noqa: E402
 from bookft.needles import make_task  # noqa: E402
 from bookft.needles.placement import build_sample  # noqa: E402
 from bookft.needles.tokenizer import ModelTokenizer  # noqa: E402
+from experiments import copy_attention as ca  # noqa: E402
 
 TINY = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4, num_kv_heads=2,
             max_position_embeddings=1024, compute_dtype="float32", remat="none", short_conv=4)

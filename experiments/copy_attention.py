@@ -1,4 +1,9 @@
-"""Where the copying head looks when a tuned model answers a needle (issue 16's diagnosis).
+"""Where the copying head looks when a tuned model answers a needle: the diagnosis behind the dense
+short-convolution taps (model.short_conv_mix: dense) of the default recipe.
+
+Owner: the default recipe's maintainer (configs/tiny-cpu.yaml). Status: decided (dense taps adopted,
+docs/log.md); kept while tests/eval/test_eval_copy_attention.py guards the recording attention, and
+removed with that test once the owner retires the diagnosis.
 
 Scores a run's NIAH grid teacher-forced, as `bookft eval niah` does, with a recording attention: the
 dense reference attention on one device, keeping every layer's attention probabilities at the
@@ -19,18 +24,17 @@ offsets and p_src are then split by whether the model's argmax was right: a wron
 with a high p_src is a right look and a wrong read, a wrong token at offset -1/+1 a slip of the
 look itself, a low p_needle a copy that never found the needle.
 
-    python benchmarks/copy_attention.py --checkpoint runs/tiny-cpu [--lengths 1024,2048] [--seeds 0,1,2]
-        [--json benchmarks/results/copy_attention.json]
+    python -m experiments.copy_attention --checkpoint runs/tiny-cpu [--lengths 1024,2048] [--seeds 0,1,2]
+        [--json PATH]
 
-Prints a rich table per length and depth, writes JSON (every answer token of every sample).
+Prints a rich table per length and depth, writes a new
+experiments/results/copy-attention_<run>_<hardware>_<date>.json (every answer token of every sample).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import sys
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -39,8 +43,8 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.common import Record
+from bookft.benchrecord import ROOT
 
 
 def _find(hay: np.ndarray, needle: np.ndarray) -> int | None:
@@ -151,8 +155,9 @@ def main() -> None:
     ap.add_argument("--lengths", default=None, help="comma list (default: the run's eval lengths)")
     ap.add_argument("--depths", default=None, help="comma list of percents (default: the run's eval depths)")
     ap.add_argument("--seeds", default=None, help="comma list (default: the run's eval seeds)")
-    ap.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "copy_attention.json"))
+    ap.add_argument("--json", type=Path, default=None, help="default: a new file under experiments/results/")
     args = ap.parse_args()
+    record = Record("copy_attention", Path(args.checkpoint).name, path=args.json, results=ROOT / "experiments/results")
 
     from bookft.commands.eval import load_settings
     from bookft.eval.entry import load_subject
@@ -206,9 +211,7 @@ def main() -> None:
            "depths": depths, "seeds": list(cfg.seeds), "summary": summary, "cells": cells,
            "answers_not_found_in_needle": missing, "samples": samples,
            "wall_s": round(time.perf_counter() - t0, 1)}
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(out, indent=1))
-    con.print(f"wrote {args.json} ({out['wall_s']} s)")
+    record.write(out)
 
 
 if __name__ == "__main__":

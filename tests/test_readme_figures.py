@@ -1,0 +1,148 @@
+"""Every figure in README's "Measured figures" table is the figure of a committed benchmark result.
+
+FIGURES maps each table row (its first cell) to the numbers of its figure cell, in order, each with
+the JSON file under benchmarks/results/ that holds it and how to read it there. A number is equal
+when the JSON's value, rounded half-up to the digits the README prints, reads the same. A row or a
+number the table gains without an entry here fails, as does a figure that no longer matches its
+JSON, or a row whose link points at another file than the one its figures come from.
+"""
+
+import json
+import re
+from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
+
+E2E = "e2e_tiny-cpu_cpu2_2026-12-02.json"
+PLAN = "plan_llama-3.1-8b_v5p-aot_2026-12-02.json"
+ATTENTION = "attention_default_cpu2_2026-12-01.json"
+FLOW0 = "real-flow_full-seed0_cpu2_2026-12-06.json"
+FLOW1 = "real-flow_full-seed1_cpu2_2026-12-06.json"
+PDF_BOOK = "pdf-book_1000-pages_cpu2_2026-12-02.json"
+INGEST = "ingest_700m-chars_cpu2_2026-11-30.json"
+PIPELINE = "pipeline_10000-files_cpu2_2026-11-30.json"
+MODEL = "model_1b-float32_cpu2_2026-11-30.json"
+SOURCES = "sources_200-chapters_cpu2_2026-12-01.json"
+
+
+def _plan_cell(d: dict, seq_len: int) -> float:
+    """The preset's program (MLP chunks of 4,096) at seq_len, ring + offload_input on v5p-128."""
+    cells = [c for c in d["cells"] if (c["topology"], c["seq_len"], c["strategy"], c["remat"], c["mlp_chunk"])
+             == ("v5p:4x4x4", seq_len, "ring", "offload_input", 4096)]
+    return cells[-1]["peak_gib"]
+
+
+def _longest(d: dict) -> int:
+    return next(r["max_seq_len"] for r in d["max_seq_len"]
+                if (r["topology"], r["strategy"], r["remat"]) == ("v5p:4x4x4", "ring", "offload_input"))
+
+
+def _balance(d: dict) -> float:
+    return next(r["arranged_max_over_mean"] for r in d["balance"]["results"]
+                if r["cp"] == 64 and r["block"] == 512 and r["corpus"].startswith("books 50K-500K (log-uniform)"))
+
+
+def _flow(task: str, who: str):
+    return lambda d: d["tasks"][task]["mean"][who]
+
+
+# row -> [(the number as README prints it, JSON file, value in the JSON)]
+FIGURES = {
+    "default loop, 5 draws, every cell >= 0.9 at 1K and 2K": [
+        ("5", E2E, lambda d: d["draws_meeting_target"]), ("5", E2E, lambda d: len(d["draws"])),
+        ("921", E2E, lambda d: min(x["wall_s"] for x in d["draws"])),
+        ("1,147", E2E, lambda d: max(x["wall_s"] for x in d["draws"]))],
+    "Llama-3.1-8B step at 1M tokens, v5p-128, ring, offload_input": [
+        ("5.6", PLAN, lambda d: _plan_cell(d, 1 << 20))],
+    "the same at 4M tokens": [("13.2", PLAN, lambda d: _plan_cell(d, 1 << 22))],
+    "longest 8B sequence on v5p-128, ring": [("27,262,976", PLAN, _longest)],
+    "packed books under zig-zag, cp 64, busiest device / mean": [("1.003", ATTENTION, _balance)],
+    "SmolLM2-135M, 11 books, full fine-tune: vartrack, seeds 0/1": [
+        ("0.04", FLOW0, _flow("vartrack", "base")), ("0.93", FLOW0, _flow("vartrack", "tuned")),
+        ("0.96", FLOW1, _flow("vartrack", "tuned"))],
+    "same: multikey; multiquery (not trained on)": [
+        ("0.6", FLOW0, _flow("multikey", "base")), ("1.00", FLOW0, _flow("multikey", "tuned")),
+        ("0.97", FLOW1, _flow("multikey", "tuned")), ("0.12", FLOW0, _flow("multiquery", "base")),
+        ("0.70", FLOW0, _flow("multiquery", "tuned")), ("0.70", FLOW1, _flow("multiquery", "tuned"))],
+    "1,000-page PDF, `bookft ingest` vs a bare pdfium loop": [
+        ("0.66", PDF_BOOK, lambda d: d["ratio_per_round_median"]["split"])],
+    "ingest of 750M characters, PDF pages/s, peak RSS": [
+        ("55", INGEST, lambda d: d["pdf_pages_per_s"]), ("741", INGEST, lambda d: d["peak_rss_mib"])],
+    "refresh after 1% of 10,000 files change": [
+        ("13.6", PIPELINE, lambda d: 100 * d["seconds"]["refresh"] / d["seconds"]["full"])],
+    "load a 1B-shape checkpoint, peak RSS": [
+        ("1.10", MODEL, lambda d: d["peak_rss_bytes"] / d["checkpoint_bytes"])],
+    "secret scan of code": [("16,292", SOURCES, lambda d: d["secrets"]["fast_lines_per_s"])],
+}
+
+# settings the rows name, where the JSON states them
+SETTINGS = [
+    ("SmolLM2-135M, 11 books", "11", FLOW0, lambda d: len(d["documents"])),
+    ("SmolLM2-135M, 11 books", "11", FLOW1, lambda d: len(d["documents"])),
+    ("1,000-page PDF", "1,000", PDF_BOOK, lambda d: d["pages"]),
+    ("ingest of 750M characters", "750", INGEST, lambda d: d["chars"] / 1e6),
+    ("1% of 10,000 files", "10,000", PIPELINE, lambda d: d["files"]),
+]
+
+
+def _readme_rows() -> dict[str, str]:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("\n## Measured figures", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") else []
+        if len(cells) == 2 and cells[0] not in ("what", "---"):
+            rows[cells[0]] = cells[1]
+    return rows
+
+
+def _links() -> dict[str, str]:
+    return dict(re.findall(r"^\[(\w+)\]: (\S+)$", (ROOT / "README.md").read_text(), re.MULTILINE))
+
+
+def _reads(value: float, printed: str) -> bool:
+    digits = len(printed.split(".")[1]) if "." in printed else 0
+    q = Decimal(str(value)).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
+    return (f"{q:,}" if "," in printed else f"{q}") == printed
+
+
+def _load(name: str) -> dict:
+    return json.loads((RESULTS / name).read_text())
+
+
+def test_every_row_is_mapped():
+    rows = _readme_rows()
+    assert rows, "README has no Measured figures table"
+    assert set(rows) == set(FIGURES), (f"rows without a mapping: {sorted(set(rows) - set(FIGURES))}; "
+                                       f"mappings without a row: {sorted(set(FIGURES) - set(rows))}")
+
+
+@pytest.mark.parametrize("row", sorted(FIGURES))
+def test_row_figures_equal_their_json(row):
+    cell = _readme_rows()[row]
+    figure_text = re.sub(r"\]\[\w+\]", "]", cell)  # drop the link label, keep the figures
+    printed = NUMBER.findall(figure_text)
+    assert printed == [p for p, _, _ in FIGURES[row]], f"{row}: README prints {printed}"
+    for text, name, get in FIGURES[row]:
+        value = get(_load(name))
+        assert _reads(value, text), f"{row}: README {text}, {name} holds {value}"
+    links = _links()
+    targets = {Path(links[k]).name for k in re.findall(r"\]\[(\w+)\]", cell) if links[k].endswith(".json")}
+    assert targets <= {name for _, name, _ in FIGURES[row]}, f"{row}: links {targets}"
+
+
+def test_row_settings_equal_their_json():
+    text = "\n".join(_readme_rows())
+    for phrase, printed, name, get in SETTINGS:
+        assert phrase in text, phrase
+        assert _reads(get(_load(name)), printed), f"{phrase}: {name} holds {get(_load(name))}"
+
+
+def test_the_comparison_can_fail():
+    assert _reads(0.9333, "0.93") and _reads(1146.6, "1,147") and _reads(1.0025, "1.003")
+    assert not _reads(0.9667, "0.96") and not _reads(1.1048, "1.11") and not _reads(12, "11")
