@@ -77,47 +77,6 @@ def test_docs_run_benchmarks_as_modules():
     assert not hits, f"write `python -m benchmarks.NAME`: {hits}"
 
 
-OURS = ("bookft", "benchmarks", "experiments")
-# A private import the flows' move removes (bookft.flows makes per_depth public): delete the entry then;
-# the test fails while an entry no longer matches anything, so the list cannot go stale.
-KNOWN_PRIVATE = {("benchmarks/e2e.py", "bookft.quickstart", "_per_depth")}
-
-
-def _private_imports(src: str) -> list[tuple[str, str, int]]:
-    """(module, private name, line) for every `_x` imported from, or reached through, our packages."""
-    tree, found, aliases = ast.parse(src), [], set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in OURS:
-            for a in node.names:
-                if a.name.startswith("_") and not a.name.startswith("__"):
-                    found.append((node.module, a.name, node.lineno))
-                aliases.add(a.asname or a.name)
-        elif isinstance(node, ast.Import):
-            for a in node.names:
-                if a.name.split(".")[0] in OURS:
-                    if any(part.startswith("_") and not part.startswith("__") for part in a.name.split(".")):
-                        found.append((a.name, a.name, node.lineno))
-                    aliases.add(a.asname or a.name.split(".")[0])
-    for node in ast.walk(tree):
-        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
-                and node.attr.startswith("_") and not node.attr.startswith("__")):
-            found.append((node.value.id, node.attr, node.lineno))
-    return found
-
-
-def test_benchmarks_import_no_private_name():
-    hits, used = [], set()
-    for p in _scripts():
-        rel = p.relative_to(ROOT).as_posix()
-        for module, name, line in _private_imports(p.read_text()):
-            if (rel, module, name) in KNOWN_PRIVATE:
-                used.add((rel, module, name))
-            else:
-                hits.append(f"{rel}:{line}: {module}.{name}")
-    assert not hits, "make the name public in bookft (benchmarks/README.md, rule 1): " + "; ".join(hits)
-    assert used == KNOWN_PRIVATE, f"gone, delete from KNOWN_PRIVATE: {sorted(KNOWN_PRIVATE - used)}"
-
-
 RESULT_NAME = re.compile(r"^[a-z0-9.-]+_[A-Za-z0-9.-]+_[a-z0-9.-]+_\d{4}-\d{2}-\d{2}(_\d+)?\.json$")
 QUOTED_RESULT = re.compile(r"[a-z0-9.-]+_[A-Za-z0-9.{},-]+_[a-z0-9.{},-]+_\d{4}-\d{2}-\d{2}(?:_\d+)?\.json")
 
@@ -148,9 +107,6 @@ def test_the_script_checks_can_fail():
     assert _sys_path_edits("import sys\nsys.path.insert(0, 'x')\n") == [2]
     assert _sys_path_edits("env = {'PYTHONPATH': '.'}\n") == [1]
     assert _sys_path_edits('"""run without editing sys.path"""\n') == []
-    src = ("from bookft.model.hf_io import _hf_shape, load_hf\nfrom bookft import tune_flow_evals as ev\n"
-           "ev._grid(1)\nimport numpy as np\nnp._x\n")
-    assert _private_imports(src) == [("bookft.model.hf_io", "_hf_shape", 1), ("ev", "_grid", 3)]
 
 
 def test_the_check_can_fail(tmp_path):

@@ -26,7 +26,7 @@ import os
 import shutil
 from pathlib import Path
 
-from bookft.corpus.store import _fsync_dir, version_numbers, write_json
+from bookft.corpus.store import fsync_dir, version_numbers, write_json
 
 INVENTORY_KEY = "files"
 REUSE_TOKENIZER = "reuse-tokenizer"  # under CORPUS/cache: a removed broken version's intact tokenizer
@@ -148,5 +148,5 @@ def recover(root: Path) -> list[str]:
         else:
             link.unlink()
             out.append("current removed (no intact version left)")
-        _fsync_dir(root)
+        fsync_dir(root)
     return out

@@ -93,10 +93,10 @@ def _fsync_tree(path: Path) -> None:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-        _fsync_dir(Path(dirpath))
+        fsync_dir(Path(dirpath))
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -110,11 +110,11 @@ def publish(root: Path, staged: Path, version: int | None = None) -> Path:
     n = version if version is not None else (max(version_numbers(root), default=0) + 1)
     final = root / "versions" / f"{n:04d}"
     os.rename(staged, final)
-    _fsync_dir(root / "versions")
+    fsync_dir(root / "versions")
     tmp_link = root / f"current.tmp-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     os.symlink(os.path.join("versions", final.name), tmp_link)
     os.replace(tmp_link, root / "current")
-    _fsync_dir(root)
+    fsync_dir(root)
     crash_point("published")  # `current` moved, nothing else done yet
     return final
 
