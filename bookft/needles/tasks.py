@@ -1,7 +1,9 @@
 """Needle tasks: single-needle NIAH and the RULER-style variants, as text.
 
-Shared by the example synthesizer (bookft/needles/examples.py: training examples whose needle and
-question are the eval's verbatim) and by the eval (bookft/eval/runner.py), so it sits below both:
+The evaluation's generator: the eval (bookft/eval/runner.py) asks these; the training examples of
+a corpus with `retrieval.generator: train` come from bookft/needles/train/ instead (other wording,
+keys and values; tests/needles/test_generators_disjoint.py), while `generator: eval` (the default,
+the sample's magic_number examples) asks these verbatim. It sits below eval and ingest:
 ingest never imports eval. `make_task(spec, seed, depth)` takes any object with NeedleSpec's
 fields; EvalConfig has them all (same names and defaults, tests/eval/test_eval_protocol.py).
 
@@ -10,8 +12,13 @@ Design choices:
   question, an answer prefix the model is primed with, and the answer. The needle whose depth is
   the cell's nominal depth is `target`; distractors and extra values go to seeded random depths.
 - Phrasing follows RULER (Hsieh et al. 2024, "RULER: What's the Real Context Size of Your
-  Long-Context Language Models?"): "One of the special magic numbers for {key} is: {value}.",
-  the passkey filler task (Mohtashami & Jaggi 2023) and variable tracking (VAR X = ...).
+  Long-Context Language Models?"; NVIDIA/RULER scripts/data/synthetic/constants.py and niah.py):
+  "One of the special magic numbers for {key} is: {value}.", the singular template ("A special
+  magic number is hidden ...") when one value is asked, a query list "k1, k2, and k3", variable
+  tracking's "Question: ..." / "Answer: According to ..." with a 5-digit value; and the passkey
+  filler task (Mohtashami & Jaggi 2023). Layout differs in whitespace only (the skeleton of
+  bookft/needles/placement.py: a blank line before the question, the prefix on its own line).
+  The eval-only families (cwe, niah_fact, multikey_uuid, hops) are in bookft/needles/families.py.
 - `phrasing: short` (niah, multikey) ends the answer prefix with the needle's own words ("The
   special magic number for K is:"), so the answer is a copy of what followed them; RULER's
   paraphrased prefix ("... mentioned in the provided text is") also needs the key matched across
@@ -25,6 +32,7 @@ Design choices:
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,9 +46,13 @@ _NOUN = ("otter", "lantern", "harbor", "meadow", "falcon", "kettle", "garden", "
 
 NIAH_INSTRUCTION = ("Some special magic numbers are hidden within the following text. Make sure to "
                     "memorize it. I will quiz you about the numbers afterwards.\n")
+# RULER's template for one query of one value (niah.py turns "Some ... are" into "A ... is")
+NIAH_SINGLE_INSTRUCTION = ("A special magic number is hidden within the following text. Make sure to "
+                           "memorize it. I will quiz you about the number afterwards.\n")
 PASSKEY_INSTRUCTION = ("There is an important info hidden inside a lot of irrelevant text. Find it and "
                        "memorize it. I will quiz you about the important information there.\n")
-VT_INSTRUCTION = ("Memorize and track the chain(s) of variable assignment hidden in the following text.\n")
+VT_INSTRUCTION = "Memorize and track the chain(s) of variable assignment hidden in the following text.\n\n"
+VT_VALUE_DIGITS = 5  # RULER's variable_tracking draws its value from 10000..99999
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,6 +84,14 @@ class TaskInstance:
     answer: str  # the teacher-forced target; starts with a space
     references: list[str] = field(default_factory=list)  # string_match_all references
     target: int = 0  # index in needles of the needle placed at the nominal depth
+    # strict scoring (bookft/eval/strict.py): a regex matching any item of the answer's kind (other
+    # numbers for number values, other variable names for vartrack) and explicit candidates of that
+    # kind (whole words, case-insensitive); an answer holding one that is not a reference is wrong
+    kind_pattern: str = r"\d+"
+    candidates: tuple[str, ...] = ()
+    # a task whose context is its own (cwe's word list): (tokenizer, tokens) -> (Haystack, references),
+    # used in place of the grid's haystack (bookft.needles.families.bind_haystack)
+    haystack_fn: Callable | None = None
 
 
 def _rng(seed: int, *salt) -> np.random.Generator:
@@ -117,7 +137,8 @@ def _niah(cfg: NeedleSpec, seed: int, depth: float, distractors: int) -> TaskIns
         question = f"What is the special magic number for {keys[0]} mentioned in the provided text?"
         prefix = f"The special magic number for {keys[0]} mentioned in the provided text is"
     return TaskInstance(
-        task="multikey" if distractors else "niah", instruction=NIAH_INSTRUCTION, needles=needles,
+        task="multikey" if distractors else "niah", needles=needles,
+        instruction=NIAH_INSTRUCTION if cfg.phrasing == "short" else NIAH_SINGLE_INSTRUCTION,
         question=question, answer_prefix=prefix, answer=f" {values[0]}", references=[values[0]], target=0)
 
 
@@ -141,7 +162,7 @@ def _multiquery(cfg: NeedleSpec, seed: int, depth: float) -> TaskInstance:
     values = _values(rng, cfg.num_queries, cfg.value_digits)
     depths = [depth] + _other_depths(_rng(seed, "mq-depths"), cfg.num_queries - 1)
     needles = [Needle(_magic(k, v), d) for k, v, d in zip(keys, values, depths, strict=False)]
-    ks = ", ".join(keys)
+    ks = ", ".join(keys[:-1]) + ", and " + keys[-1] if len(keys) > 1 else keys[0]  # RULER's query list
     return TaskInstance(
         task="multiquery", instruction=NIAH_INSTRUCTION, needles=needles,
         question=f"What are all the special magic numbers for {ks} mentioned in the provided text?",
@@ -171,17 +192,17 @@ def _var_names(rng: np.random.Generator, n: int) -> list[str]:
 def _vartrack(cfg: NeedleSpec, seed: int, depth: float) -> TaskInstance:
     rng = _rng(seed, "vartrack")
     names = _var_names(rng, cfg.num_hops + 1)
-    value = _values(rng, 1, cfg.value_digits)[0]
+    value = _values(rng, 1, VT_VALUE_DIGITS)[0]
     hops = sorted(_other_depths(_rng(seed, "vt-depths"), cfg.num_hops, lo=depth, hi=1.0))
     needles = [Needle(f"VAR {names[0]} = {value}.", depth)]
     needles += [Needle(f"VAR {names[i + 1]} = VAR {names[i]}.", d) for i, d in enumerate(hops)]
     n = len(names)
     return TaskInstance(
         task="vartrack", instruction=VT_INSTRUCTION, needles=needles,
-        question=f"Find all variables that are assigned the value {value} in the text above.",
-        answer_prefix=(f"According to the chain(s) of variable assignment in the text above, {n} "
+        question=f"Question: Find all variables that are assigned the value {value} in the text above.",
+        answer_prefix=(f"Answer: According to the chain(s) of variable assignment in the text above, {n} "
                        f"variables are assigned the value {value}, they are:"),
-        answer=" " + " ".join(names), references=list(names), target=0)
+        answer=" " + " ".join(names), references=list(names), target=0, kind_pattern=r"\b[A-Z]{5}\b")
 
 
 TASKS = {
@@ -200,3 +221,9 @@ def make_task(cfg: NeedleSpec, seed: int, depth_percent: float) -> TaskInstance:
     except KeyError:
         raise EvalError(f"unknown eval.task {cfg.task!r}; choose one of {', '.join(TASKS)}") from None
     return build(cfg, seed, depth_percent / 100.0)
+
+
+# the evaluation-only families (they build on this module's Needle and TaskInstance)
+from bookft.needles.families import FAMILIES  # noqa: E402
+
+TASKS.update(FAMILIES)
