@@ -106,7 +106,8 @@ def _vartrack(seed: int, depth: float, hops: int) -> TaskInstance:
     slots = {"value": value, "n": hops + 1}
     return TaskInstance(
         task="vartrack", instruction=_pick(rng, bank.VT_INSTRUCTIONS), needles=needles,
-        question=_pick(rng, bank.VT_QUESTIONS).format(**slots), answer_prefix=_pick(rng, bank.VT_PREFIXES).format(**slots),
+        question=_pick(rng, bank.VT_QUESTIONS).format(**slots),
+        answer_prefix=_pick(rng, bank.VT_PREFIXES).format(**slots),
         answer=" " + ", ".join(chains[0][0]), references=list(chains[0][0]), target=0,
         kind_pattern=r"\b[a-z]+_[a-z]+\b")
 
