@@ -20,7 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from bookft.errors import EvalError
-from bookft.needles.haystack import Haystack, fill_haystack, split_sentences
+from bookft.needles.haystack import Haystack, split_sentences
 from bookft.needles.tokenizer import ModelTokenizer
 
 SPLITS = ("dev", "test")
@@ -71,14 +71,37 @@ def split_haystacks(docs: list[dict], split: str, n_seeds: int, tokenizer: Model
             yield from chunks
 
     it = stream()
+    pending: list[str] = []  # sentences counted for one seed but not needed: the next seed's
     out: list[Haystack] = []
     for k in range(n_seeds):
-        hay = fill_haystack("corpus", it, tokenizer, min_tokens, f"{source} ({split} split, block {k})")
-        if hay.total_tokens < min_tokens:
-            raise EvalError(
-                f"{source}: the {split} split's books hold {k} haystacks of {min_tokens} tokens, but "
-                f"{n_seeds} seeds were asked; use fewer eval.seeds, shorter lengths or more held-out books")
-        out.append(hay)
+        chunks: list[str] = []
+        counts: list[int] = []
+        total = 0
+        while total < min_tokens:
+            batch = pending or [c for c in (tokenizer.sanitize(x) for x in _take(it, 64)) if c.strip()]
+            pending = []
+            if not batch:
+                raise EvalError(
+                    f"{source}: the {split} split's books hold {k} haystacks of {min_tokens} tokens, but "
+                    f"{n_seeds} seeds were asked; use fewer eval.seeds, shorter lengths or more held-out books")
+            for j, n in enumerate(tokenizer.count(batch)):
+                if total >= min_tokens:
+                    pending = batch[j:]
+                    break
+                chunks.append(batch[j])
+                counts.append(n)
+                total += n
+        out.append(Haystack(kind="corpus", chunks=chunks, counts=counts,
+                            source=f"{source} ({split} split, block {k})"))
+    return out
+
+
+def _take(it, n: int) -> list[str]:
+    out = []
+    for x in it:
+        out.append(x)
+        if len(out) == n:
+            break
     return out
 
 
