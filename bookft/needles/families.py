@@ -27,7 +27,7 @@ import numpy as np
 
 from bookft.needles.eval_vocab import CWE_WORDS, FACTS, PEOPLE, RELATIONS, TOWNS, pseudo_words
 from bookft.needles.haystack import Haystack
-from bookft.needles.tasks import Needle, NeedleSpec, TaskInstance, _other_depths, _rng
+from bookft.needles.task_types import Needle, NeedleSpec, TaskInstance, other_depths, task_rng
 
 UUID_PATTERN = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 CWE_INSTRUCTION = ("Below is a numbered list of words. In these words, some appear more often than others. "
@@ -42,10 +42,10 @@ def _uuids(rng: np.random.Generator, n: int) -> list[str]:
 
 
 def _multikey_uuid(cfg: NeedleSpec, seed: int, depth: float) -> TaskInstance:
-    rng = _rng(seed, "multikey_uuid")
+    rng = task_rng(seed, "multikey_uuid")
     n = 1 + cfg.num_distractors
     keys, values = _uuids(rng, n), _uuids(rng, n)
-    depths = [depth] + _other_depths(_rng(seed, "mku-depths"), n - 1)
+    depths = [depth] + other_depths(task_rng(seed, "mku-depths"), n - 1)
     needles = [Needle(f"One of the special magic uuids for {k} is: {v}.", d)
                for k, v, d in zip(keys, values, depths, strict=True)]
     return TaskInstance(
@@ -58,7 +58,7 @@ def _multikey_uuid(cfg: NeedleSpec, seed: int, depth: float) -> TaskInstance:
 
 
 def _niah_fact(cfg: NeedleSpec, seed: int, depth: float) -> TaskInstance:
-    rng = _rng(seed, "niah_fact")
+    rng = task_rng(seed, "niah_fact")
     fact = FACTS[int(rng.integers(len(FACTS)))]
     slot = {"place": str(rng.choice(TOWNS)), "who": str(rng.choice(PEOPLE))}
     phrase, word = fact["values"][int(rng.integers(len(fact["values"])))]
@@ -73,17 +73,17 @@ def _niah_fact(cfg: NeedleSpec, seed: int, depth: float) -> TaskInstance:
 def _hops(cfg: NeedleSpec, seed: int, depth: float) -> TaskInstance:
     """Chains person -rel1-> person -rel2-> person -> town; the first asked, the others distractors
     (the same relations from other people, so only the chain's start tells them apart)."""
-    rng = _rng(seed, "hops")
+    rng = task_rng(seed, "hops")
     chains = 1 + max(1, cfg.num_distractors)
     people = [str(p) for p in rng.choice(PEOPLE, size=3 * chains, replace=False)]
     towns = [str(t) for t in rng.choice(TOWNS, size=chains, replace=False)]
     r1, r2 = (str(r) for r in rng.choice(RELATIONS, size=2, replace=False))
-    drng = _rng(seed, "hops-depths")
+    drng = task_rng(seed, "hops-depths")
     needles = []
     for c in range(chains):
         a, b, x = people[3 * c:3 * c + 3]
         facts = [f"{b} is {a}'s {r1}.", f"{x} is {b}'s {r2}.", f"{x} lives in {towns[c]}."]
-        ds = [depth] + _other_depths(drng, 2) if c == 0 else _other_depths(drng, 3)
+        ds = [depth] + other_depths(drng, 2) if c == 0 else other_depths(drng, 3)
         needles += [Needle(t, d) for t, d in zip(facts, ds, strict=True)]
     a = people[0]
     return TaskInstance(
@@ -109,7 +109,7 @@ def _numbered(seq: list[str]) -> list[str]:
 
 
 def _cwe(cfg: NeedleSpec, seed: int, depth: float) -> TaskInstance:
-    rng = _rng(seed, "cwe", round(depth, 6))
+    rng = task_rng(seed, "cwe", round(depth, 6))
 
     def task_for(tokens: int) -> tuple[int, int]:
         return (30, 3) if tokens >= 4096 else (6, 1)  # RULER's repeats (common, rare) by length

@@ -31,13 +31,13 @@ Design choices:
 
 from __future__ import annotations
 
-import zlib
-from collections.abc import Callable
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from bookft.errors import EvalError
+from bookft.needles.families import FAMILIES
+from bookft.needles.task_types import Needle, NeedleSpec, TaskInstance, other_depths, task_rng
+
+__all__ = ["Needle", "NeedleSpec", "TaskInstance", "TASKS", "make_task"]
 
 _ADJ = ("silver", "quiet", "amber", "hollow", "bright", "crimson", "gentle", "rapid", "frozen", "golden",
         "hidden", "lucky", "ancient", "bitter", "curious", "distant", "eager", "fancy", "glossy", "humble")
@@ -55,49 +55,6 @@ VT_INSTRUCTION = "Memorize and track the chain(s) of variable assignment hidden 
 VT_VALUE_DIGITS = 5  # RULER's variable_tracking draws its value from 10000..99999
 
 
-@dataclass(frozen=True, kw_only=True)
-class NeedleSpec:
-    """What a task instance depends on (EvalConfig's task knobs, same names and defaults)."""
-
-    task: str = "niah"
-    num_distractors: int = 3  # multikey: other keys in the haystack
-    num_values: int = 4  # multivalue: values under the same key
-    num_queries: int = 2  # multiquery: keys asked at once
-    num_hops: int = 4  # vartrack: assignments after the first
-    value_digits: int = 7
-    phrasing: str = "ruler"  # niah/multikey wording: ruler | short
-
-
-@dataclass
-class Needle:
-    text: str
-    depth: float  # fraction of the haystack, 0..1
-
-
-@dataclass
-class TaskInstance:
-    task: str
-    instruction: str
-    needles: list[Needle]
-    question: str
-    answer_prefix: str
-    answer: str  # the teacher-forced target; starts with a space
-    references: list[str] = field(default_factory=list)  # string_match_all references
-    target: int = 0  # index in needles of the needle placed at the nominal depth
-    # strict scoring (bookft/eval/strict.py): a regex matching any item of the answer's kind (other
-    # numbers for number values, other variable names for vartrack) and explicit candidates of that
-    # kind (whole words, case-insensitive); an answer holding one that is not a reference is wrong
-    kind_pattern: str = r"\d+"
-    candidates: tuple[str, ...] = ()
-    # a task whose context is its own (cwe's word list): (tokenizer, tokens) -> (Haystack, references),
-    # used in place of the grid's haystack (bookft.needles.families.bind_haystack)
-    haystack_fn: Callable | None = None
-
-
-def _rng(seed: int, *salt) -> np.random.Generator:
-    return np.random.default_rng([seed, *(zlib.crc32(str(s).encode()) for s in salt)])
-
-
 def _keys(rng: np.random.Generator, n: int) -> list[str]:
     pairs = [f"{a}-{b}" for a in _ADJ for b in _NOUN]
     return [pairs[i] for i in rng.choice(len(pairs), size=n, replace=False)]
@@ -112,19 +69,15 @@ def _values(rng: np.random.Generator, n: int, digits: int) -> list[str]:
     return out
 
 
-def _other_depths(rng: np.random.Generator, n: int, lo: float = 0.0, hi: float = 1.0) -> list[float]:
-    return [float(x) for x in rng.uniform(lo, hi, n)]
-
-
 def _magic(key: str, value: str) -> str:
     return f"One of the special magic numbers for {key} is: {value}."
 
 
 def _niah(cfg: NeedleSpec, seed: int, depth: float, distractors: int) -> TaskInstance:
-    rng = _rng(seed, "niah")
+    rng = task_rng(seed, "niah")
     keys = _keys(rng, 1 + distractors)
     values = _values(rng, 1 + distractors, cfg.value_digits)
-    depths = [depth] + _other_depths(_rng(seed, "niah-depths"), distractors)
+    depths = [depth] + other_depths(task_rng(seed, "niah-depths"), distractors)
     if cfg.phrasing == "short":
         # the answer prefix repeats the needle's words up to the value: retrieval is a plain copy
         # of what followed them (an induction head), what a tiny model trained for minutes can learn
@@ -143,10 +96,10 @@ def _niah(cfg: NeedleSpec, seed: int, depth: float, distractors: int) -> TaskIns
 
 
 def _multivalue(cfg: NeedleSpec, seed: int, depth: float) -> TaskInstance:
-    rng = _rng(seed, "multivalue")
+    rng = task_rng(seed, "multivalue")
     key = _keys(rng, 1)[0]
     values = _values(rng, cfg.num_values, cfg.value_digits)
-    depths = [depth] + _other_depths(_rng(seed, "mv-depths"), cfg.num_values - 1)
+    depths = [depth] + other_depths(task_rng(seed, "mv-depths"), cfg.num_values - 1)
     order = sorted(range(len(values)), key=lambda i: (depths[i], i))  # answer in order of appearance
     needles = [Needle(_magic(key, v), d) for v, d in zip(values, depths, strict=False)]
     return TaskInstance(
@@ -157,10 +110,10 @@ def _multivalue(cfg: NeedleSpec, seed: int, depth: float) -> TaskInstance:
 
 
 def _multiquery(cfg: NeedleSpec, seed: int, depth: float) -> TaskInstance:
-    rng = _rng(seed, "multiquery")
+    rng = task_rng(seed, "multiquery")
     keys = _keys(rng, cfg.num_queries)
     values = _values(rng, cfg.num_queries, cfg.value_digits)
-    depths = [depth] + _other_depths(_rng(seed, "mq-depths"), cfg.num_queries - 1)
+    depths = [depth] + other_depths(task_rng(seed, "mq-depths"), cfg.num_queries - 1)
     needles = [Needle(_magic(k, v), d) for k, v, d in zip(keys, values, depths, strict=False)]
     ks = ", ".join(keys[:-1]) + ", and " + keys[-1] if len(keys) > 1 else keys[0]  # RULER's query list
     return TaskInstance(
@@ -171,7 +124,7 @@ def _multiquery(cfg: NeedleSpec, seed: int, depth: float) -> TaskInstance:
 
 
 def _passkey(cfg: NeedleSpec, seed: int, depth: float) -> TaskInstance:
-    value = _values(_rng(seed, "passkey"), 1, cfg.value_digits)[0]
+    value = _values(task_rng(seed, "passkey"), 1, cfg.value_digits)[0]
     return TaskInstance(
         task="passkey", instruction=PASSKEY_INSTRUCTION,
         needles=[Needle(f"The pass key is {value}. Remember it. {value} is the pass key.", depth)],
@@ -190,10 +143,10 @@ def _var_names(rng: np.random.Generator, n: int) -> list[str]:
 
 
 def _vartrack(cfg: NeedleSpec, seed: int, depth: float) -> TaskInstance:
-    rng = _rng(seed, "vartrack")
+    rng = task_rng(seed, "vartrack")
     names = _var_names(rng, cfg.num_hops + 1)
     value = _values(rng, 1, VT_VALUE_DIGITS)[0]
-    hops = sorted(_other_depths(_rng(seed, "vt-depths"), cfg.num_hops, lo=depth, hi=1.0))
+    hops = sorted(other_depths(task_rng(seed, "vt-depths"), cfg.num_hops, lo=depth, hi=1.0))
     needles = [Needle(f"VAR {names[0]} = {value}.", depth)]
     needles += [Needle(f"VAR {names[i + 1]} = VAR {names[i]}.", d) for i, d in enumerate(hops)]
     n = len(names)
@@ -212,6 +165,7 @@ TASKS = {
     "multiquery": _multiquery,
     "passkey": _passkey,
     "vartrack": _vartrack,
+    **FAMILIES,  # evaluation only: cwe, niah_fact, multikey_uuid, hops
 }
 
 
@@ -221,9 +175,3 @@ def make_task(cfg: NeedleSpec, seed: int, depth_percent: float) -> TaskInstance:
     except KeyError:
         raise EvalError(f"unknown eval.task {cfg.task!r}; choose one of {', '.join(TASKS)}") from None
     return build(cfg, seed, depth_percent / 100.0)
-
-
-# the evaluation-only families (they build on this module's Needle and TaskInstance)
-from bookft.needles.families import FAMILIES  # noqa: E402
-
-TASKS.update(FAMILIES)

@@ -103,7 +103,8 @@ def test_no_eval_key_or_question_appears_in_training_text():
 
 
 def _key_in(text: str) -> str:
-    pairs = re.findall(rf"\b(?:{'|'.join(vocab.KEY_ADJ + vocab.FIRST)}) (?:{'|'.join(vocab.KEY_NOUN + vocab.LAST)})\b", text)
+    first, second = "|".join(vocab.KEY_ADJ + vocab.FIRST), "|".join(vocab.KEY_NOUN + vocab.LAST)
+    pairs = re.findall(rf"\b(?:{first}) (?:{second})\b", text)
     assert len(pairs) == 1, text
     return pairs[0]
 

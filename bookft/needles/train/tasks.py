@@ -22,7 +22,7 @@ import zlib
 import numpy as np
 
 from bookft.errors import IngestError
-from bookft.needles.tasks import Needle, TaskInstance
+from bookft.needles.task_types import Needle, TaskInstance
 from bookft.needles.train import bank, vocab
 
 TRAIN_KINDS = ("niah", "multikey", "multivalue", "vartrack")  # niah: single-key retrieval
