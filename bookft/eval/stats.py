@@ -47,3 +47,19 @@ def score_stats(cells: list[dict], key: str) -> dict:
     return {**interval(every),
             "per_length": {str(k): interval(v) for k, v in sorted(by_len.items())},
             "per_depth": {str(k): interval(v) for k, v in sorted(by_depth.items())}}
+
+
+def headline_rows(results: dict, model: str, lengths: tuple[int, ...] | None = None) -> list[dict]:
+    """Rows {task, length, model, scoring, split, draws, score, ci} of a grid's results (one per
+    length and strict/ruler score it holds; `lengths`: only these), the benchmark JSONs' headline."""
+    rows = []
+    for scoring in ("strict", "ruler"):
+        st = results.get("stats", {}).get(scoring)
+        if st is None:
+            continue
+        for length, cell in st["per_length"].items():
+            if lengths is None or int(length) in lengths:
+                rows.append({"task": results["task"], "length": int(length), "model": model, "scoring": scoring,
+                             "split": results.get("split", "none"), "draws": cell["draws"],
+                             "score": round(cell["score"], 4), "ci": cell["ci"]})
+    return rows

@@ -103,3 +103,30 @@ def test_one_budget_for_every_model(bpe):
 def test_scoring_as_one_string():
     assert EvalConfig(scoring="strict").scoring == ("strict",)
     assert EvalConfig(scoring="strict,teacher_forced").scoring == ("strict", "teacher_forced")
+
+
+def test_strict_results_report_and_reload(bpe, tmp_path):
+    from bookft.eval.report import load_results, write_report
+
+    cfg = EvalConfig(task="multikey", lengths=(500, 600), depths=(0, 100), seeds=(0, 1), scoring=("strict",),
+                     haystack="essay", split="test")
+    res = run_niah(None, bpe, cfg, generate_fn=ListerModel(bpe, bpe.vocab_size).generate_fn, progress=False)
+    write_report(res, tmp_path)
+    back = load_results(tmp_path)
+    assert back["split"] == "test" and back["stats"] == res["stats"] and back["seeds"] == [20_000, 20_001]
+    assert back["stats"]["strict"]["draws"] == 8 and set(back["stats"]["ruler"]["per_length"]) == {"500", "600"}
+    assert (tmp_path / "report.html").is_file()
+
+
+def test_headline_rows(bpe):
+    from bookft.eval.stats import headline_rows
+
+    cfg = EvalConfig(task="multikey", lengths=(500, 600), depths=(0, 50, 100), seeds=(0, 1, 2), scoring=("strict",),
+                     haystack="essay", split="dev")
+    res = run_niah(None, bpe, cfg, generate_fn=ListerModel(bpe, bpe.vocab_size).generate_fn, progress=False)
+    rows = headline_rows(res, "base", lengths=(600,))
+    assert rows == [
+        {"task": "multikey", "length": 600, "model": "base", "scoring": "strict", "split": "dev", "draws": 9,
+         "score": 0.0, "ci": [0.0, round(wilson(0, 9)[1], 4)]},
+        {"task": "multikey", "length": 600, "model": "base", "scoring": "ruler", "split": "dev", "draws": 9,
+         "score": 1.0, "ci": [round(wilson(9, 9)[0], 4), 1.0]}]
