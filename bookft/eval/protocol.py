@@ -44,7 +44,7 @@ def cell_sample(cfg: EvalConfig, tok: ModelTokenizer, hay: Haystack, seed: int, 
     task = make_task(cfg, seed, depth)
     if task.haystack_fn is not None:
         frame = tok.count([task.instruction + task.question + task.answer_prefix + task.answer])[0]
-        task, hay = bind_haystack(task, tok, max(16, length - frame))
+        task, hay = bind_haystack(task, tok, max(16, length - frame), length)
     if cfg.fewshot:
         task = with_fewshot(task, cfg, seed, tok, cfg.fewshot, cfg.fewshot_tokens)
     return build_sample(task, hay, tok, length, depth, chat=cfg.chat_template, add_bos=cfg.add_bos), task

@@ -13,9 +13,10 @@ Registered in bookft.needles.tasks.TASKS under the names the results JSON carrie
 Design choices:
 - Every family names what strict scoring treats as a wrong extra (TaskInstance.kind_pattern or
   candidates): UUIDs, the list's words, the fact family's other values, every town in the context.
-- cwe's context is its own word list (TaskInstance.haystack_fn), sized to the cell's length; the
-  depth axis has no meaning there, so its content is seeded by (seed, depth): each cell is one more
-  independent draw.
+- cwe's context is its own word list (TaskInstance.haystack_fn), sized to the cell's length (the
+  shortest list that fills it, so the builder cuts at most a few items off its end); the depth axis
+  has no meaning there, so its content is seeded by (seed, depth): each cell is one more independent
+  draw.
 - Vocabulary: bookft/needles/eval_vocab.py (disjoint from the training generator's).
 """
 
@@ -108,45 +109,68 @@ def _numbered(seq: list[str]) -> list[str]:
     return [f"{i + 1}. {w} " for i, w in enumerate(seq)]
 
 
+def _shot(common_words: list[str], seq: list[str]) -> str:
+    """RULER's solved cwe example: the template on a small list, answered."""
+    return (CWE_INSTRUCTION + "".join(_numbered(seq)).rstrip() + "\n" + CWE_QUESTION + " " + CWE_PREFIX + " "
+            + " ".join(f"{i + 1}. {w}" for i, w in enumerate(common_words)))
+
+
+def _sized_list(tokenizer, r: np.random.Generator, tokens: int, reps: tuple[int, int]):
+    """The shortest list (common, rare repeats `reps`) of at least `tokens` tokens, within a few items:
+    (numbered chunks, their counts, the common words)."""
+    per = max(1.0, sum(tokenizer.count(_numbered(CWE_WORDS[:50]))) / 50)  # tokens per item, first guess
+    n_rare = max(1, int((tokens / per - NUM_COMMON * reps[0]) / reps[1]) + 1)
+    best = None
+    state = r.bit_generator.state
+    for _ in range(8):
+        r.bit_generator.state = state  # each size draws from the same stream: only the size changes
+        seq, common = _cwe_list(r, NUM_COMMON + n_rare, *reps)
+        chunks = _numbered(seq)
+        counts = tokenizer.count(chunks)
+        total = sum(counts)
+        if total >= tokens and (best is None or total < best[3]):
+            best = (chunks, counts, common, total)
+        if tokens <= total <= tokens * 1.01 + 16:
+            break
+        per = total / len(seq)
+        step = max(1, n_rare + int((tokens - total) / (per * reps[1])) + (1 if total < tokens else 0))
+        if step == n_rare:
+            break
+        n_rare = step
+    if best is None:  # the sizes grow until one fills `tokens`; the last step may be the first that does
+        best = (chunks, counts, common, total)
+    return best[:3]
+
+
 def _cwe(cfg: NeedleSpec, seed: int, depth: float) -> TaskInstance:
-    rng = task_rng(seed, "cwe", round(depth, 6))
+    seed_list = int(task_rng(seed, "cwe", round(depth, 6)).integers(1 << 30))
 
-    def task_for(tokens: int) -> tuple[int, int]:
-        return (30, 3) if tokens >= 4096 else (6, 1)  # RULER's repeats (common, rare) by length
+    def haystack_fn(tokenizer, tokens: int, length: int) -> tuple[Haystack, list[str], str]:
+        # RULER by the cell's length: from 4,096 tokens on, repeats 30 / 3 and a 40-word solved example
+        # (10 x 10 + 30 x 3 items); below, 6 / 1 and a 20-word one (10 x 3 + 10 x 1)
+        r = np.random.default_rng([seed_list, length])
+        reps, shot_form = ((30, 3), (40, 10, 3)) if length >= 4096 else ((6, 1), (20, 3, 1))
+        ex, ex_common = _cwe_list(r, *shot_form)
+        instruction = _shot(ex_common, ex) + "\n" + CWE_INSTRUCTION
+        answer = " " + " ".join(f"{i + 1}. {w}" for i, w in enumerate(CWE_WORDS[:NUM_COMMON]))  # about its size
+        n_instruction, n_answer, n_frame = tokenizer.count([instruction, answer, CWE_INSTRUCTION])
+        room = tokens - (n_instruction - n_frame) - n_answer  # `tokens` counted the frame without the shot
+        chunks, counts, common = _sized_list(tokenizer, r, max(16, room), reps)
+        return Haystack(kind="cwe", chunks=chunks, counts=counts, source="cwe word list"), common, instruction
 
-    # RULER's one solved example: 40 words (10 x 10 + 30 x 3) from 4,096 tokens on, else 20 (10 x 3 + 10 x 1);
-    # the length is not known here, so the shorter example is used and the list sized in haystack_fn
-    ex, ex_common = _cwe_list(rng, 20, 3, 1)
-    shot = (CWE_INSTRUCTION + "".join(_numbered(ex)).rstrip() + "\n" + CWE_QUESTION + " " + CWE_PREFIX + " "
-            + " ".join(f"{i + 1}. {w}" for i, w in enumerate(ex_common)))
-    seed_list = int(rng.integers(1 << 30))
-
-    def haystack_fn(tokenizer, tokens: int) -> tuple[Haystack, list[str]]:
-        common_rep, rare_rep = task_for(tokens)
-        r = np.random.default_rng([seed_list, tokens])
-        per = max(1.0, sum(tokenizer.count(_numbered(CWE_WORDS[:50]))) / 50 + 0.3)  # tokens per item
-        n_rare = max(1, int((tokens / per - NUM_COMMON * common_rep) / rare_rep) + 1)
-        while True:
-            seq, common = _cwe_list(r, NUM_COMMON + n_rare, common_rep, rare_rep)
-            chunks = _numbered(seq)
-            counts = tokenizer.count(chunks)
-            if sum(counts) >= tokens:
-                break
-            n_rare = int(n_rare * 1.1) + 1
-        return Haystack(kind="cwe", chunks=chunks, counts=counts, source="cwe word list"), common
-
-    return TaskInstance(task="cwe", instruction=shot + "\n" + CWE_INSTRUCTION, needles=[], question=CWE_QUESTION,
+    return TaskInstance(task="cwe", instruction=CWE_INSTRUCTION, needles=[], question=CWE_QUESTION,
                         answer_prefix=CWE_PREFIX, answer="", references=[], kind_pattern="", haystack_fn=haystack_fn)
 
 
-def bind_haystack(task: TaskInstance, tokenizer, tokens: int) -> tuple[TaskInstance, Haystack]:
-    """A task with its own context (cwe): the context drawn for `tokens` tokens and the task's answer,
-    references and candidates set from it."""
-    hay, common = task.haystack_fn(tokenizer, tokens)
-    words = tuple(sorted({c.split(". ", 1)[1].strip() for c in hay.chunks}))
+def bind_haystack(task: TaskInstance, tokenizer, tokens: int, length: int) -> tuple[TaskInstance, Haystack]:
+    """A task with its own context (cwe) for a cell of `length` tokens, of which `tokens` are left
+    beside its frame: the context drawn, and the task's instruction, answer, references and
+    candidates set from it."""
+    hay, common, instruction = task.haystack_fn(tokenizer, tokens, length)
+    task.instruction = instruction
     task.answer = " " + " ".join(f"{i + 1}. {w}" for i, w in enumerate(common))
     task.references = list(common)
-    task.candidates = words
+    task.candidates = tuple(sorted({c.split(". ", 1)[1].strip() for c in hay.chunks}))
     return task, hay
 
 

@@ -37,7 +37,9 @@ def solved_example(spec, seed: int, tokenizer: ModelTokenizer, max_tokens: int =
             if task.haystack_fn is not None:
                 from bookft.needles.families import bind_haystack
 
-                hay_task, hay = bind_haystack(dataclasses.replace(task), tokenizer, length // 2)
+                t = dataclasses.replace(task)
+                frame = tokenizer.count([t.instruction + t.question + t.answer_prefix])[0]
+                hay_task, hay = bind_haystack(t, tokenizer, length - frame - 32, length)
             else:
                 hay = generated_haystack("essay", tokenizer, seed, length)
             return build_sample(hay_task, hay, tokenizer, length, 50.0, chat=False, add_bos=False).text

@@ -48,8 +48,9 @@ class TaskInstance:
     # kind (whole words, case-insensitive); an answer holding one that is not a reference is wrong
     kind_pattern: str = r"\d+"
     candidates: tuple[str, ...] = ()
-    # a task whose context is its own (cwe's word list): (tokenizer, tokens) -> (Haystack, references),
-    # used in place of the grid's haystack (bookft.needles.families.bind_haystack)
+    # a task whose context is its own (cwe's word list): (tokenizer, tokens, cell length) ->
+    # (Haystack, references, instruction), used in place of the grid's haystack
+    # (bookft.needles.families.bind_haystack)
     haystack_fn: Callable | None = None
 
 

@@ -108,6 +108,21 @@ def test_cwe(bpe, seed):
     assert other.references != task.references
 
 
+def test_cwe_from_4096_tokens_is_rulers_long_form(bpe):
+    """From 4,096 tokens: a 40-word solved example (190 items), common words 30 times, rare ones 3; the
+    list fills the cell, cut by at most a few items. (The tiny tokenizer spends about 9 tokens per item,
+    so the ten common words alone take 2,700: 6,000 tokens leave room for rare ones.)"""
+    sample, task, prompt = _prompt(bpe, "cwe", 7, length=6000)
+    shot, main = prompt.rsplit("Memorize the ones that appear most often.\n", 1)
+    shot_items = re.findall(r"\d+\. (\w+)", shot.split("Answer:")[0])
+    assert len(shot_items) == 190
+    counts = Counter(re.findall(r"\d+\. (\w+)", main.split("\nQuestion")[0]))
+    common = task.references
+    assert min(counts[w] for w in common) >= 28 and max(counts[w] for w in common) == 30
+    assert max(c for w, c in counts.items() if w not in common) == 3
+    assert sample.actual_length > 6000 - 40
+
+
 def test_fewshot_prompt(bpe):
     """fewshot=3: three solved examples of the same family (its instruction and question form, each
     at most 512 tokens, none holding the task's answer) before the instruction; the cell keeps its length."""
