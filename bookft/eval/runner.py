@@ -29,11 +29,13 @@ from bookft.config import to_dict
 from bookft.eval.config import EvalConfig, resolve_settings
 from bookft.eval.drivers import check_model, model_generate_fn, model_logits_fn
 from bookft.eval.grid import grid_depths, grid_lengths
-from bookft.eval.haystack import build_haystack
 from bookft.eval.layout import SeqLayout
+from bookft.eval.protocol import cell_sample, generation_budget, grid_haystacks, score_keys
 from bookft.eval.scoring import GenerateFn, LogitsFn, generate, teacher_forced
-from bookft.needles import make_task
-from bookft.needles.placement import Sample, build_sample
+from bookft.eval.split import split_seeds
+from bookft.eval.stats import interval, score_stats
+from bookft.eval.strict import strict_match
+from bookft.needles.eval_config import GENERATION_SCORERS
 from bookft.needles.tokenizer import ModelTokenizer
 
 
@@ -90,14 +92,16 @@ def run_niah(model: Any, tokenizer: Any, settings: EvalConfig, *, logits_fn: Log
         model = layout.place(model)  # once, shared by both scorers (placing again is a no-op)
         if logits_fn is None and "teacher_forced" in cfg.scoring:
             logits_fn = model_logits_fn(model, attend=attend, tail=cfg.logits_tail, layout=layout)
-        if generate_fn is None and "generate" in cfg.scoring:
+        if generate_fn is None and any(k in cfg.scoring for k in GENERATION_SCORERS):
             generate_fn = model_generate_fn(model, attend=attend, eos_id=tok.eos_id, layout=layout)
     if "teacher_forced" in cfg.scoring and logits_fn is None:
         raise ValueError("run_niah: teacher_forced scoring needs a model or a logits_fn")
-    if "generate" in cfg.scoring and generate_fn is None:
-        raise ValueError("run_niah: generate scoring needs a model or a generate_fn")
+    if any(k in cfg.scoring for k in GENERATION_SCORERS) and generate_fn is None:
+        raise ValueError(f"run_niah: {'/'.join(cfg.scoring)} scoring needs a model or a generate_fn")
 
-    haystacks = {s: build_haystack(cfg.haystack, tok, s, max(lengths), cfg.corpus) for s in cfg.seeds}
+    seeds = split_seeds(cfg.split, cfg.seeds)
+    haystacks = grid_haystacks(cfg, tok, seeds, max(lengths))
+    gen_on = any(k in cfg.scoring for k in GENERATION_SCORERS)
     start, tokens = time.perf_counter(), 0
     cells: list[dict] = []
     m = cfg.length_multiple
@@ -105,68 +109,71 @@ def run_niah(model: Any, tokenizer: Any, settings: EvalConfig, *, logits_fn: Log
         job = bar.add_task("", total=len(lengths) * len(depths), rate="-")
         for length in lengths:
             bar.update(job, description=f"{cfg.task} length {length}")
-            samples: list[tuple[float, int, Sample]] = []
-            for depth in depths:
-                for seed in cfg.seeds:
-                    task = make_task(cfg, seed, depth)
-                    s = build_sample(task, haystacks[seed], tok, length, depth, chat=cfg.chat_template,
-                                     add_bos=cfg.add_bos)
-                    samples.append((depth, seed, s))
+            samples = [(depth, seed, *cell_sample(cfg, tok, haystacks[seed], seed, depth, length))
+                       for depth in depths for seed in seeds]
             seq_len = layout.length(int(math.ceil(length / m) * m))
             tf: list[dict] = []
             gen: list[dict] = []
-            only = [s for _, _, s in samples]
+            only = [row[2] for row in samples]
             done_cells = 0
             for k in range(0, len(only), cfg.batch_size):
                 batch = only[k:k + cfg.batch_size]
                 if logits_fn is not None and "teacher_forced" in cfg.scoring:
                     tf += teacher_forced(logits_fn, batch, seq_len)
-                if generate_fn is not None and "generate" in cfg.scoring:
-                    n_new = cfg.max_new_tokens or max(s.answer_span[1] - s.answer_span[0] for s in batch) + 8
-                    gen += generate(generate_fn, batch, tok, n_new, cfg.batch_size)
+                if generate_fn is not None and gen_on:
+                    gen += generate(generate_fn, batch, tok, generation_budget(cfg, batch), cfg.batch_size)
                 tokens += sum(s.actual_length for s in batch)
                 rate = tokens / max(1e-9, time.perf_counter() - start)
-                now_cells = (k + len(batch)) // len(cfg.seeds)
+                now_cells = (k + len(batch)) // len(seeds)
                 bar.update(job, advance=now_cells - done_cells, rate=f"{rate:,.0f}")
                 done_cells = now_cells
             for j, depth in enumerate(depths):
-                rows = list(range(j * len(cfg.seeds), (j + 1) * len(cfg.seeds)))
+                rows = list(range(j * len(seeds), (j + 1) * len(seeds)))
                 cells.append(_cell(length, depth, [samples[i] for i in rows],
                                    [tf[i] for i in rows] if tf else None,
-                                   [gen[i] for i in rows] if gen else None, tok))
+                                   [gen[i] for i in rows] if gen else None, tok, cfg.scoring))
     seconds = time.perf_counter() - start
     score_key = cfg.scoring[0]
     return {
-        "version": 1, "kind": "bookft-eval", "task": cfg.task,
+        "version": 1, "kind": "bookft-eval", "task": cfg.task, "split": cfg.split or "none",
+        "fewshot": cfg.fewshot, "seeds": seeds,
         "settings": to_dict(cfg), "tokenizer": tok.info(), "model": model_info or {},
         "lengths": lengths, "depths": depths, "cells": cells,
         "summary": summarize(cells, score_key, cfg.threshold),
+        "stats": {k: score_stats(cells, k) for k in score_keys(cfg.scoring)},
         "timing": {"seconds": round(seconds, 3), "tokens": tokens,
                    "tokens_per_s": round(tokens / max(seconds, 1e-9), 1)},
     }
 
 
-def _cell(length: int, depth: float, rows: list[tuple[float, int, Sample]], tf, gen,
-          tok: ModelTokenizer) -> dict:
+def _cell(length: int, depth: float, rows: list[tuple], tf, gen, tok: ModelTokenizer,
+          scoring: tuple[str, ...] = ("teacher_forced",)) -> dict:
     per_seed = []
-    for i, (_, seed, s) in enumerate(rows):
+    for i, (_, seed, s, task) in enumerate(rows):
         r: dict[str, Any] = {"seed": seed, "actual_length": s.actual_length,
                              "actual_depth": s.actual_depth, "answer": s.answer.strip()}
         if tf:
             r.update(teacher_forced=tf[i]["exact"], token_accuracy=tf[i]["token_accuracy"],
                      predicted=tok.decode(tf[i]["predicted_ids"]).strip())
         if gen:
-            r.update(generate=gen[i]["string_match"], output=gen[i]["output"])
+            r["output"] = gen[i]["output"]
+            if "generate" in scoring:
+                r["generate"] = gen[i]["string_match"]
+            if "strict" in scoring or "ruler" in scoring:
+                r["ruler"] = gen[i]["string_match"]
+                r["strict"] = strict_match(gen[i]["output"], s.references, task.kind_pattern, task.candidates)
         per_seed.append(r)
-    scores = {}
-    for key in ("teacher_forced", "token_accuracy", "generate"):
+    scores, ci = {}, {}
+    for key in ("teacher_forced", "token_accuracy", "generate", "strict", "ruler"):
         vals = [r[key] for r in per_seed if key in r]
         if vals:
             scores[key] = sum(vals) / len(vals)
+            if key != "token_accuracy":
+                ci[key] = interval(vals)["ci"]
     return {
         "length": length, "depth": depth,
         "actual_depth": round(sum(r["actual_depth"] for r in per_seed) / len(per_seed), 3),
         "actual_depths": [r["actual_depth"] for r in per_seed],
         "actual_lengths": [r["actual_length"] for r in per_seed],
-        "seeds": [r["seed"] for r in per_seed], "scores": scores, "per_seed": per_seed,
+        "seeds": [r["seed"] for r in per_seed], "scores": scores, "ci": ci, "per_seed": per_seed,
     }

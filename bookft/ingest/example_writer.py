@@ -24,7 +24,7 @@ from bookft.ingest.config import ExtractConfig, LimitsConfig
 from bookft.ingest.formats.text import COLLECTION_FIELD
 from bookft.needles.examples import MARK, DocumentPool, build_example
 from bookft.needles.retrieval_config import RetrievalConfig
-from bookft.needles.task_examples import TASK_KINDS, task_example
+from bookft.needles.task_examples import TASK_KINDS, generator_of, task_example
 from bookft.needles.tokencount import TokenCounter
 from bookft.needles.tokenizer import ModelTokenizer
 
@@ -114,8 +114,11 @@ def _sequence(i: int) -> tuple[list[dict], dict]:
         used += n + 1
         kinds.append(kind)
         answer += sum(a1 - a0 for a0, a1 in answers)
-        rows.append({"text": text, "title": f"retrieval {kind} {length}", MARK: json.dumps([n, answers]),
-                     "retrieval_kind": kind, "retrieval_length": length, COLLECTION_FIELD: f"retrieval-{i:05d}"})
+        row = {"text": text, "title": f"retrieval {kind} {length}", MARK: json.dumps([n, answers]),
+               "retrieval_kind": kind, "retrieval_length": length, COLLECTION_FIELD: f"retrieval-{i:05d}"}
+        if cfg.generator != "eval":  # the default's rows stay as they were (the sample's data hash)
+            row["retrieval_generator"] = generator_of(cfg, kind)
+        rows.append(row)
     return rows, {"length": length, "kinds": kinds, "answer_tokens": answer, "short_tokens": seq_len - used}
 
 
@@ -154,7 +157,8 @@ def synthesize(docs: list[dict], tok, cfg: RetrievalConfig, seq_len: int, n_sequ
         raise IngestError(f"synthesize: per_file must be >= 1, got {per_file}")
     n_files = -(-n_sequences // per_file)
     counts = {"files": n_files, "sequences": 0, "examples": 0, "answer_tokens": 0, "short_tokens": 0,
-              "per_length": {str(n): 0 for n in cfg.lengths}, "per_kind": {k: 0 for k in cfg.kinds}}
+              "per_length": {str(n): 0 for n in cfg.lengths}, "per_kind": {k: 0 for k in cfg.kinds},
+              "per_generator": {}}
     init = (docs, tok.to_str(), cfg, seq_len, str(out), n_sequences, per_file, cache,
             None if tokenizer_dir is None else str(tokenizer_dir))
 
@@ -167,6 +171,8 @@ def synthesize(docs: list[dict], tok, cfg: RetrievalConfig, seq_len: int, n_sequ
             counts["per_length"][str(r["length"])] += 1
             for k in r["kinds"]:
                 counts["per_kind"][k] += 1
+                g = generator_of(cfg, k)
+                counts["per_generator"][g] = counts["per_generator"].get(g, 0) + 1
         if progress is not None:
             progress.advance(len(rs), examples=sum(len(r["kinds"]) for r in rs))
 

@@ -1,6 +1,9 @@
 """needles: the needle tasks and the training examples built from them, shared by ingest and eval.
 
-- tasks.py: NIAH and the RULER-style tasks as text (`make_task`), asked by the eval and by the probe.
+- tasks.py: NIAH and the RULER-style tasks as text (`make_task`), asked by the eval and by the probe;
+  families.py (with eval_vocab.py): the evaluation-only families cwe, niah_fact, multikey_uuid, hops;
+  task_types.py: what a task is made of; fewshot.py: solved examples before a prompt.
+- train/: the training generator (its own wording, keys and values), for `retrieval.generator: train`.
 - examples.py: one synthesized training example (`build_example`): a task's needle, or a sentence
   or a function signature, placed in a window of corpus text and asked about at the end.
 - tokencount.py, text.py: the ingest's token counts and text form, measured here without the

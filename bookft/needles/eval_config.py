@@ -39,9 +39,15 @@ from typing import Literal
 
 from bookft.errors import ConfigError
 
-Task = Literal["niah", "multikey", "multivalue", "multiquery", "passkey", "vartrack"]
+Task = Literal["niah", "multikey", "multivalue", "multiquery", "passkey", "vartrack",
+               "cwe", "niah_fact", "multikey_uuid", "hops"]  # the last four: evaluation only
 HaystackKind = Literal["essay", "noise", "corpus"]
-Scorer = Literal["teacher_forced", "generate"]
+# generate and ruler: greedy generation scored by RULER's string_match_all (named generate, or ruler
+# beside strict); strict: the same generation, right only with every expected item and no other of
+# its kind (bookft/eval/strict.py). strict or ruler: both are reported
+Scorer = Literal["teacher_forced", "generate", "strict", "ruler"]
+GENERATION_SCORERS = ("generate", "strict", "ruler")
+STRICT_BUDGET = 64  # new tokens under strict/ruler scoring, or the answer's length + 8 when longer
 
 DEFAULT_MAX_LENGTH = 2048  # a spaced grid's longest length when neither the section nor the run sets one
 
@@ -77,14 +83,31 @@ class EvalConfig:
     scoring: tuple[Scorer, ...] | None = None  # None = the protocol: generate for ruler phrasing, else teacher_forced
     threshold: float = 0.85  # RULER effective length: the largest length with every length <= it >= this
     batch_size: int = 4
-    max_new_tokens: int = 0  # generate: 0 = answer length + 8
+    # generation budget: 0 = the protocol's (strict/ruler: max(64, answer length + 8) for every model;
+    # generate alone: answer length + 8)
+    max_new_tokens: int = 0
+    # frozen split: dev | test draw the split's own seeds (10,000 + s, 20,000 + s) and, on a corpus
+    # haystack, the split's own held-out books in non-overlapping blocks (bookft/eval/split.py);
+    # None: the seeds and haystacks as given
+    split: Literal["dev", "test"] | None = None
+    fewshot: int = 0  # solved examples of the same task before each prompt (bookft/needles/fewshot.py)
+    fewshot_tokens: int = 512  # at most this many tokens each
     # wrap the prompt with tokenizer_config's chat_template; None = the protocol: for ruler phrasing
     # under `bookft eval niah`, whether the tokenizer has one, else no
     chat_template: bool | None = None
     add_bos: bool | None = None  # None = whatever the tokenizer's post-processor prepends
     logits_tail: int = 512  # model driver: logits only for the last N positions (never [S, V])
 
+    def __post_init__(self) -> None:
+        if isinstance(self.scoring, str):  # `scoring: strict` as well as `scoring: [strict]`
+            object.__setattr__(self, "scoring", tuple(x.strip() for x in self.scoring.split(",")))
+
     def validate(self) -> None:
+        if self.fewshot < 0 or self.fewshot_tokens < 64:
+            raise ConfigError(f"eval.fewshot must be >= 0 and eval.fewshot_tokens >= 64, got "
+                              f"{self.fewshot} and {self.fewshot_tokens}")
+        if self.split is not None and self.split not in ("dev", "test"):
+            raise ConfigError(f"eval.split: dev or test (or unset), got {self.split!r}")
         if any(n <= 0 for n in self.lengths):
             raise ConfigError(f"eval.lengths: every length must be positive, got {list(self.lengths)}")
         top = self.min_length if self.max_length is None else self.max_length  # None: checked once decided
@@ -99,7 +122,7 @@ class EvalConfig:
         if not self.seeds:
             raise ConfigError("eval.seeds: give at least one seed, for example [0, 1]")
         if self.scoring is not None and not self.scoring:
-            raise ConfigError("eval.scoring: choose teacher_forced and/or generate")
+            raise ConfigError("eval.scoring: choose teacher_forced, generate, strict and/or ruler")
         if self.haystack == "corpus" and not self.corpus:
             raise ConfigError("eval.haystack is corpus but eval.corpus is not set (a corpus directory)")
         if not 0.0 <= self.threshold <= 1.0:

@@ -12,7 +12,7 @@ Design choices:
   the end of the haystack before any needle placed at 100 %. Any gap left (usually 0) is padding
   with segment id 0 after the answer.
 - The recorded actual depth is the share of haystack tokens (needles excluded) before the target
-  needle, so a needle at nominal 100 % reads 100 %.
+  needle, so a needle at nominal 100 % reads 100 % (a task without needles records its nominal one).
 """
 
 from __future__ import annotations
@@ -165,8 +165,11 @@ def build_sample(task: TaskInstance, hay: Haystack, tokenizer: ModelTokenizer, l
         raise EvalError(f"special token ids {leaked} ended up inside the haystack; check the tokenizer")
     needle_tokens = sum(e - s for s, e in needle_spans)
     hay_tokens = max(1, context_span[1] - context_span[0] - needle_tokens)
-    t0 = needle_spans[task.target][0]
-    before = t0 - context_span[0] - sum(e - s for s, e in needle_spans if e <= t0)
+    if needle_spans:
+        t0 = needle_spans[task.target][0]
+        before = t0 - context_span[0] - sum(e - s for s, e in needle_spans if e <= t0)
+    else:  # a task without needles (cwe): the whole context is the material
+        before = round(hay_tokens * nominal_depth / 100.0)
     return Sample(
         input_ids=ids, length=length, answer_span=(a0, len(ids)), needle_spans=needle_spans,
         context_span=context_span, nominal_depth=float(nominal_depth),

@@ -11,7 +11,7 @@ Design choices:
   can only come from its needle); switch it off to make the task harder (numbers in the text).
 - Kinds: `magic_number` is the eval's NIAH needle verbatim (bookft.needles.tasks); `passage` asks to
   complete a sentence seen earlier in a book; `signature` asks for a function's signature after the
-  file that defines it.
+  file that defines it; the RULER kinds come from the generator `generator` names (eval | train).
 """
 
 from __future__ import annotations
@@ -64,6 +64,10 @@ class RetrievalConfig:
     # eval asks an instruction-tuned model
     chat_template: bool | None = None
     phrasing: Literal["ruler", "short"] = "ruler"  # magic_number wording: the eval's eval.phrasing
+    # where the RULER kinds' examples come from: `eval` asks the eval's own tasks (bookft/needles/tasks.py,
+    # other seeds), `train` the training generator (bookft/needles/train/: other wording, keys and values,
+    # distractor families); magic_number, passage and signature examples are the same under both
+    generator: Literal["eval", "train"] = "eval"
     scrub_digits: bool = True  # drop digits from the text around a magic number (the eval's haystacks
     #                            have none either, so the value is the only number in the context)
     seed: int = 0
@@ -96,6 +100,9 @@ class RetrievalConfig:
             raise ConfigError(f"retrieval.edge_from is a length in tokens (>= 0), got {self.edge_from}")
         if not 0.0 <= self.ask_from < 1.0:
             raise ConfigError(f"retrieval.ask_from is a fraction in [0, 1), got {self.ask_from}")
+        if self.generator == "train" and "multiquery" in self.kinds:
+            raise ConfigError("retrieval.kinds: multiquery is an evaluation-only form under generator: train "
+                              "(choose from niah, multikey, multivalue, vartrack)")
         if self.questions < 1:
             raise ConfigError(f"retrieval.questions must be >= 1, got {self.questions}")
         if not 1 <= self.value_digits <= 32:

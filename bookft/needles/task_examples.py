@@ -2,7 +2,9 @@
 from a window of the user's own corpus exactly as the eval builds its prompts.
 
 Design choices:
-- One code path with the eval: the task is `make_task` (other seeds than the eval's), its needles
+- The task comes from retrieval.generator: `eval` is the eval's `make_task` (other seeds than the
+  eval's), `train` the training generator (bookft.needles.train, wording and keys the eval never
+  uses). Either way its needles
   go between the window's sentences and the prompt is rendered by `build_sample`, the chat template
   included when the model has one (an instruction-tuned model is taught in the format it is asked
   in). The answer follows the answer prefix and ends the example.
@@ -29,8 +31,16 @@ from bookft.needles.retrieval_config import RetrievalConfig
 from bookft.needles.tasks import NeedleSpec, make_task
 from bookft.needles.text import clean_text
 from bookft.needles.tokenizer import ModelTokenizer
+from bookft.needles.train import GENERATOR, make_train_task
 
 TASK_KINDS = ("niah", "multikey", "multivalue", "multiquery", "vartrack")
+
+
+def generator_of(cfg: RetrievalConfig, kind: str) -> str:
+    """The generator an example of `kind` comes from (recorded per example and in retrieval.json)."""
+    if kind in TASK_KINDS:
+        return GENERATOR if cfg.generator == "train" else "eval"
+    return "eval" if kind == "magic_number" else kind
 _NO_DIGITS = re.compile(r"[ \t]*\d[\d.,:/-]*")
 
 
@@ -43,7 +53,11 @@ def task_example(tok, model_tok: ModelTokenizer, rng: np.random.Generator, pool:
                       num_distractors=cfg.task_distractors, num_values=cfg.task_values,
                       num_queries=cfg.task_queries, num_hops=cfg.task_hops)
     depth = float(rng.uniform(0.0, 100.0))
-    task = make_task(spec, seed, depth)
+    if cfg.generator == "train":
+        task = make_train_task(kind, seed, depth, distractors=cfg.task_distractors, values=cfg.task_values,
+                               hops=cfg.task_hops)
+    else:
+        task = make_task(spec, seed, depth)
     window = clean_text(pool.window(rng, room * 8))
     if cfg.scrub_digits:
         window = clean_text(_NO_DIGITS.sub("", window))

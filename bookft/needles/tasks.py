@@ -1,7 +1,9 @@
 """Needle tasks: single-needle NIAH and the RULER-style variants, as text.
 
-Shared by the example synthesizer (bookft/needles/examples.py: training examples whose needle and
-question are the eval's verbatim) and by the eval (bookft/eval/runner.py), so it sits below both:
+The evaluation's generator: the eval (bookft/eval/runner.py) asks these; the training examples of
+a corpus with `retrieval.generator: train` come from bookft/needles/train/ instead (other wording,
+keys and values; tests/needles/test_generators_disjoint.py), while `generator: eval` (the default,
+the sample's magic_number examples) asks these verbatim. It sits below eval and ingest:
 ingest never imports eval. `make_task(spec, seed, depth)` takes any object with NeedleSpec's
 fields; EvalConfig has them all (same names and defaults, tests/eval/test_eval_protocol.py).
 
@@ -10,8 +12,13 @@ Design choices:
   question, an answer prefix the model is primed with, and the answer. The needle whose depth is
   the cell's nominal depth is `target`; distractors and extra values go to seeded random depths.
 - Phrasing follows RULER (Hsieh et al. 2024, "RULER: What's the Real Context Size of Your
-  Long-Context Language Models?"): "One of the special magic numbers for {key} is: {value}.",
-  the passkey filler task (Mohtashami & Jaggi 2023) and variable tracking (VAR X = ...).
+  Long-Context Language Models?"; NVIDIA/RULER scripts/data/synthetic/constants.py and niah.py):
+  "One of the special magic numbers for {key} is: {value}.", the singular template ("A special
+  magic number is hidden ...") when one value is asked, a query list "k1, k2, and k3", variable
+  tracking's "Question: ..." / "Answer: According to ..." with a 5-digit value; and the passkey
+  filler task (Mohtashami & Jaggi 2023). Layout differs in whitespace only (the skeleton of
+  bookft/needles/placement.py: a blank line before the question, the prefix on its own line).
+  The eval-only families (cwe, niah_fact, multikey_uuid, hops) are in bookft/needles/families.py.
 - `phrasing: short` (niah, multikey) ends the answer prefix with the needle's own words ("The
   special magic number for K is:"), so the answer is a copy of what followed them; RULER's
   paraphrased prefix ("... mentioned in the provided text is") also needs the key matched across
@@ -24,12 +31,13 @@ Design choices:
 
 from __future__ import annotations
 
-import zlib
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from bookft.errors import EvalError
+from bookft.needles.families import FAMILIES
+from bookft.needles.task_types import Needle, NeedleSpec, TaskInstance, other_depths, task_rng
+
+__all__ = ["Needle", "NeedleSpec", "TaskInstance", "TASKS", "make_task"]
 
 _ADJ = ("silver", "quiet", "amber", "hollow", "bright", "crimson", "gentle", "rapid", "frozen", "golden",
         "hidden", "lucky", "ancient", "bitter", "curious", "distant", "eager", "fancy", "glossy", "humble")
@@ -38,44 +46,13 @@ _NOUN = ("otter", "lantern", "harbor", "meadow", "falcon", "kettle", "garden", "
 
 NIAH_INSTRUCTION = ("Some special magic numbers are hidden within the following text. Make sure to "
                     "memorize it. I will quiz you about the numbers afterwards.\n")
+# RULER's template for one query of one value (niah.py turns "Some ... are" into "A ... is")
+NIAH_SINGLE_INSTRUCTION = ("A special magic number is hidden within the following text. Make sure to "
+                           "memorize it. I will quiz you about the number afterwards.\n")
 PASSKEY_INSTRUCTION = ("There is an important info hidden inside a lot of irrelevant text. Find it and "
                        "memorize it. I will quiz you about the important information there.\n")
-VT_INSTRUCTION = ("Memorize and track the chain(s) of variable assignment hidden in the following text.\n")
-
-
-@dataclass(frozen=True, kw_only=True)
-class NeedleSpec:
-    """What a task instance depends on (EvalConfig's task knobs, same names and defaults)."""
-
-    task: str = "niah"
-    num_distractors: int = 3  # multikey: other keys in the haystack
-    num_values: int = 4  # multivalue: values under the same key
-    num_queries: int = 2  # multiquery: keys asked at once
-    num_hops: int = 4  # vartrack: assignments after the first
-    value_digits: int = 7
-    phrasing: str = "ruler"  # niah/multikey wording: ruler | short
-
-
-@dataclass
-class Needle:
-    text: str
-    depth: float  # fraction of the haystack, 0..1
-
-
-@dataclass
-class TaskInstance:
-    task: str
-    instruction: str
-    needles: list[Needle]
-    question: str
-    answer_prefix: str
-    answer: str  # the teacher-forced target; starts with a space
-    references: list[str] = field(default_factory=list)  # string_match_all references
-    target: int = 0  # index in needles of the needle placed at the nominal depth
-
-
-def _rng(seed: int, *salt) -> np.random.Generator:
-    return np.random.default_rng([seed, *(zlib.crc32(str(s).encode()) for s in salt)])
+VT_INSTRUCTION = "Memorize and track the chain(s) of variable assignment hidden in the following text.\n\n"
+VT_VALUE_DIGITS = 5  # RULER's variable_tracking draws its value from 10000..99999
 
 
 def _keys(rng: np.random.Generator, n: int) -> list[str]:
@@ -92,19 +69,15 @@ def _values(rng: np.random.Generator, n: int, digits: int) -> list[str]:
     return out
 
 
-def _other_depths(rng: np.random.Generator, n: int, lo: float = 0.0, hi: float = 1.0) -> list[float]:
-    return [float(x) for x in rng.uniform(lo, hi, n)]
-
-
 def _magic(key: str, value: str) -> str:
     return f"One of the special magic numbers for {key} is: {value}."
 
 
 def _niah(cfg: NeedleSpec, seed: int, depth: float, distractors: int) -> TaskInstance:
-    rng = _rng(seed, "niah")
+    rng = task_rng(seed, "niah")
     keys = _keys(rng, 1 + distractors)
     values = _values(rng, 1 + distractors, cfg.value_digits)
-    depths = [depth] + _other_depths(_rng(seed, "niah-depths"), distractors)
+    depths = [depth] + other_depths(task_rng(seed, "niah-depths"), distractors)
     if cfg.phrasing == "short":
         # the answer prefix repeats the needle's words up to the value: retrieval is a plain copy
         # of what followed them (an induction head), what a tiny model trained for minutes can learn
@@ -117,15 +90,16 @@ def _niah(cfg: NeedleSpec, seed: int, depth: float, distractors: int) -> TaskIns
         question = f"What is the special magic number for {keys[0]} mentioned in the provided text?"
         prefix = f"The special magic number for {keys[0]} mentioned in the provided text is"
     return TaskInstance(
-        task="multikey" if distractors else "niah", instruction=NIAH_INSTRUCTION, needles=needles,
+        task="multikey" if distractors else "niah", needles=needles,
+        instruction=NIAH_INSTRUCTION if cfg.phrasing == "short" else NIAH_SINGLE_INSTRUCTION,
         question=question, answer_prefix=prefix, answer=f" {values[0]}", references=[values[0]], target=0)
 
 
 def _multivalue(cfg: NeedleSpec, seed: int, depth: float) -> TaskInstance:
-    rng = _rng(seed, "multivalue")
+    rng = task_rng(seed, "multivalue")
     key = _keys(rng, 1)[0]
     values = _values(rng, cfg.num_values, cfg.value_digits)
-    depths = [depth] + _other_depths(_rng(seed, "mv-depths"), cfg.num_values - 1)
+    depths = [depth] + other_depths(task_rng(seed, "mv-depths"), cfg.num_values - 1)
     order = sorted(range(len(values)), key=lambda i: (depths[i], i))  # answer in order of appearance
     needles = [Needle(_magic(key, v), d) for v, d in zip(values, depths, strict=False)]
     return TaskInstance(
@@ -136,12 +110,12 @@ def _multivalue(cfg: NeedleSpec, seed: int, depth: float) -> TaskInstance:
 
 
 def _multiquery(cfg: NeedleSpec, seed: int, depth: float) -> TaskInstance:
-    rng = _rng(seed, "multiquery")
+    rng = task_rng(seed, "multiquery")
     keys = _keys(rng, cfg.num_queries)
     values = _values(rng, cfg.num_queries, cfg.value_digits)
-    depths = [depth] + _other_depths(_rng(seed, "mq-depths"), cfg.num_queries - 1)
+    depths = [depth] + other_depths(task_rng(seed, "mq-depths"), cfg.num_queries - 1)
     needles = [Needle(_magic(k, v), d) for k, v, d in zip(keys, values, depths, strict=False)]
-    ks = ", ".join(keys)
+    ks = ", ".join(keys[:-1]) + ", and " + keys[-1] if len(keys) > 1 else keys[0]  # RULER's query list
     return TaskInstance(
         task="multiquery", instruction=NIAH_INSTRUCTION, needles=needles,
         question=f"What are all the special magic numbers for {ks} mentioned in the provided text?",
@@ -150,7 +124,7 @@ def _multiquery(cfg: NeedleSpec, seed: int, depth: float) -> TaskInstance:
 
 
 def _passkey(cfg: NeedleSpec, seed: int, depth: float) -> TaskInstance:
-    value = _values(_rng(seed, "passkey"), 1, cfg.value_digits)[0]
+    value = _values(task_rng(seed, "passkey"), 1, cfg.value_digits)[0]
     return TaskInstance(
         task="passkey", instruction=PASSKEY_INSTRUCTION,
         needles=[Needle(f"The pass key is {value}. Remember it. {value} is the pass key.", depth)],
@@ -169,19 +143,19 @@ def _var_names(rng: np.random.Generator, n: int) -> list[str]:
 
 
 def _vartrack(cfg: NeedleSpec, seed: int, depth: float) -> TaskInstance:
-    rng = _rng(seed, "vartrack")
+    rng = task_rng(seed, "vartrack")
     names = _var_names(rng, cfg.num_hops + 1)
-    value = _values(rng, 1, cfg.value_digits)[0]
-    hops = sorted(_other_depths(_rng(seed, "vt-depths"), cfg.num_hops, lo=depth, hi=1.0))
+    value = _values(rng, 1, VT_VALUE_DIGITS)[0]
+    hops = sorted(other_depths(task_rng(seed, "vt-depths"), cfg.num_hops, lo=depth, hi=1.0))
     needles = [Needle(f"VAR {names[0]} = {value}.", depth)]
     needles += [Needle(f"VAR {names[i + 1]} = VAR {names[i]}.", d) for i, d in enumerate(hops)]
     n = len(names)
     return TaskInstance(
         task="vartrack", instruction=VT_INSTRUCTION, needles=needles,
-        question=f"Find all variables that are assigned the value {value} in the text above.",
-        answer_prefix=(f"According to the chain(s) of variable assignment in the text above, {n} "
+        question=f"Question: Find all variables that are assigned the value {value} in the text above.",
+        answer_prefix=(f"Answer: According to the chain(s) of variable assignment in the text above, {n} "
                        f"variables are assigned the value {value}, they are:"),
-        answer=" " + " ".join(names), references=list(names), target=0)
+        answer=" " + " ".join(names), references=list(names), target=0, kind_pattern=r"\b[A-Z]{5}\b")
 
 
 TASKS = {
@@ -191,6 +165,7 @@ TASKS = {
     "multiquery": _multiquery,
     "passkey": _passkey,
     "vartrack": _vartrack,
+    **FAMILIES,  # evaluation only: cwe, niah_fact, multikey_uuid, hops
 }
 
 

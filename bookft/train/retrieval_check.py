@@ -5,8 +5,8 @@ A corpus definition's `retrieval:` section (bookft/needles/retrieval_config.py) 
 corpus version's manifest.json (`config.retrieval`; also retrieval.json's `settings`). Where the
 run config must agree with it:
 - Phrasing. Examples of a kind whose wording `phrasing` sets (magic_number, and the RULER tasks
-  niah and multikey) teach the eval's wording: retrieval.phrasing must equal eval.phrasing, or the
-  model is scored on a wording it was never taught.
+  niah and multikey under retrieval.generator: eval) teach the eval's wording: retrieval.phrasing
+  must equal eval.phrasing, or the model is scored on a wording it was never taught.
 - Lengths. A row holds whole examples only of a length that divides it (rows are cut at multiples
   of their length; bookft/train/data.py, Batches.eligible), so every row length the run trains at
   (each curriculum stage's seq_len; without a curriculum data.seq_len, else the corpus's) needs
@@ -51,7 +51,8 @@ def corpus_retrieval(corpus) -> RetrievalConfig | None:
     d = RetrievalConfig()
     return RetrievalConfig(kinds=tuple(section.get("kinds") or d.kinds),
                            lengths=tuple(int(n) for n in section.get("lengths") or d.lengths),
-                           phrasing=section.get("phrasing") or d.phrasing)
+                           phrasing=section.get("phrasing") or d.phrasing,
+                           generator=section.get("generator") or d.generator)
 
 
 def row_lengths(cfg: RunConfig, corpus_seq_len: int) -> list[tuple[str, int]]:
@@ -67,7 +68,9 @@ def row_lengths(cfg: RunConfig, corpus_seq_len: int) -> list[tuple[str, int]]:
 def disagreements(cfg: RunConfig, retrieval: RetrievalConfig, corpus_seq_len: int) -> list[str]:
     """What in the run config `cfg` disagrees with a corpus built with `retrieval`, one line each."""
     out = []
-    phrased = [k for k in retrieval.kinds if k in PHRASED_KINDS]
+    # under the training generator the RULER kinds have wording of their own (bookft/needles/train/)
+    phrased = [k for k in retrieval.kinds
+               if k in PHRASED_KINDS and (k == "magic_number" or retrieval.generator == "eval")]
     if phrased and retrieval.phrasing != cfg.eval.phrasing:
         p, e = retrieval.phrasing, cfg.eval.phrasing
         out.append(f"retrieval.phrasing is {p} in the corpus definition (its {', '.join(phrased)} examples teach "

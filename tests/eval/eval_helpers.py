@@ -74,7 +74,7 @@ def oracle_value(text: str) -> str | None:
         return next((v for k, v in needles if k == key), None)  # the first needle of a key wins
     ask = _ASK_ALL.search(flat)
     if ask:
-        keys = ask.group(1).split(",")
+        keys = [k.removeprefix("and") for k in ask.group(1).split(",")]  # RULER's "k1, k2, and k3"
         if len(keys) == 1:  # multivalue: every value of the key, in order of appearance
             return ", ".join(v for k, v in needles if k == keys[0]) or None
         first = dict(reversed(needles))  # multiquery: each key's value, in the asked order

@@ -129,3 +129,32 @@ def test_needle_spec_has_the_eval_task_knobs():
     a = make_task(NeedleSpec(value_digits=5, phrasing="short"), 3, 50.0)
     b = make_task(EvalConfig(value_digits=5, phrasing="short"), 3, 50.0)
     assert a == b
+
+
+def test_cli_runs_the_protocol_settings_unchanged(tmp_path):
+    """`bookft eval niah` with strict scoring, the test split and a few-shot prompt, set only through the
+    settings (`--scoring strict`, `--set eval.split=test`, `--set eval.fewshot=1`): the entry is unchanged."""
+    import json
+
+    from eval_helpers import byte_bpe
+    from typer.testing import CliRunner
+
+    from bookft.cli import app
+    from bookft.model import ModelConfig, init_model, save_hf
+
+    config = ModelConfig(vocab_size=512, hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2,
+                         num_kv_heads=1, max_position_embeddings=2048, compute_dtype="float32", remat="none")
+    hf = save_hf(init_model(config, seed=0), config, tmp_path / "hf")
+    byte_bpe().save(str(hf / "tokenizer.json"))
+    (hf / "tokenizer_config.json").write_text(json.dumps({"eos_token": "</s>"}))
+    out = tmp_path / "out"
+    r = CliRunner().invoke(app, ["eval", "niah", "--model", str(hf), "--task", "hops", "--lengths", "1400",
+                                 "--depths", "50", "--seeds", "0,1", "--scoring", "strict", "--set", "eval.split=test",
+                                 "--set", "eval.fewshot=1", "--out", str(out), "--no-progress"])
+    assert r.exit_code == 0, (r.output, r.exception)
+    res = json.loads((out / "results.json").read_text())
+    assert res["split"] == "test" and res["seeds"] == [20_000, 20_001] and res["fewshot"] == 1
+    assert res["summary"]["score"] == "strict" and set(res["stats"]) == {"strict", "ruler"}
+    cell = res["cells"][0]
+    assert set(cell["scores"]) == {"strict", "ruler"} and set(cell["ci"]) == {"strict", "ruler"}
+    assert res["stats"]["strict"]["draws"] == 2 and len(res["stats"]["strict"]["ci"]) == 2

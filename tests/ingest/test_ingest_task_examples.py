@@ -3,6 +3,7 @@ template when it has one, as the eval asks, with the loss on exactly the answer'
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,7 @@ from bookft.needles import NeedleSpec, make_task
 from bookft.needles.haystack import essay_sentences
 from bookft.needles.placement import skeleton
 from bookft.needles.tokenizer import ModelTokenizer
+from bookft.needles.train import GENERATOR, TRAIN_KINDS
 
 TEMPLATE = ("{% for m in messages %}<s>{{ m['role'] }}\n{{ m['content'] }}</s>\n{% endfor %}"
             "{% if add_generation_prompt %}<s>assistant\n{% endif %}")
@@ -80,3 +82,32 @@ def test_the_loss_is_on_the_answer_tokens_only(built):
             assert tok.decode(ids[:-1]).endswith(answer) and (wp[:-1] == 1.0).sum() == (wp == 1.0).sum()
             seen += 1
     assert seen == len(synthesized)
+
+
+def test_training_generator_examples_and_manifest(built, tmp_path):
+    """retrieval.generator: train: the task examples come from the training generator (no eval template,
+    no eval key), each row and retrieval.json record it, and the loss is on the answer only."""
+    _, corpus0, _ = built
+    tmp = Path(corpus0.path).parents[2]  # the fixture's folder: <tmp>/c/versions/0001
+    cfg = from_dict(IngestConfig, {
+        "out": str(tmp_path / "t"), "workers": 0, "tokenizer": {"path": str(tmp / "tokenizer")},
+        "packing": {"seq_len": 512}, "sources": [{"path": str(tmp / "src")}],
+        "retrieval": {"rate": 0.5, "lengths": [256, 512], "kinds": list(TRAIN_KINDS), "generator": "train",
+                      "context_weight": 0.0, "answer_weight": 1.0, "corpus_weight": 1.0}})
+    m = build_corpus(cfg)
+    r = m["retrieval"]
+    assert r["per_generator"] == {GENERATOR: r["examples"]} and r["examples"] > 0
+    assert r["settings"]["generator"] == "train" and set(r["per_kind"]) == set(TRAIN_KINDS)
+    corpus = open_corpus(tmp_path / "t")
+    docs = [d for d in corpus.documents() if "retrieval-" in d["source"]]
+    assert len(docs) == r["examples"]
+    for d in docs:
+        meta = json.loads(d["meta"])
+        assert meta["retrieval_generator"] == GENERATOR
+        assert "special magic" not in d["text"] and "VAR " not in d["text"]
+        assert "chain(s) of variable assignment" not in d["text"]
+        n, answers = json.loads(meta["bookft_retrieval"])
+        assert d["n_tokens"] == n + 1 and answers[-1][1] == n
+    # the eval generator's rows (the default) carry no generator field: the sample's data is unchanged
+    assert all("retrieval_generator" not in json.loads(d["meta"]) for d in corpus0.documents()
+               if "retrieval-" in d["source"])

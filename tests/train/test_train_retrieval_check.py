@@ -2,6 +2,7 @@
 the examples' phrasing is the eval's, and every curriculum stage holds whole examples. `bookft train` says
 so before anything compiles, naming both keys; the shipped presets agree with their corpus definitions."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -53,6 +54,13 @@ def test_a_phrasing_mismatch_is_refused(tmp_path):
         check_retrieval_agreement(cfg, corpus)
     # only kinds whose wording the phrasing sets must agree
     assert disagreements(cfg, RetrievalConfig(kinds=("passage", "signature"), phrasing="ruler"), 2048) == []
+    # the training generator's niah/multikey examples have wording of their own; magic_number stays the eval's
+    train = RetrievalConfig(kinds=("niah", "multikey"), phrasing="ruler", generator="train")
+    assert disagreements(cfg, train, 2048) == []
+    (msg,) = disagreements(cfg, dataclasses.replace(train, kinds=("magic_number", "multikey")), 2048)
+    assert "its magic_number examples" in msg
+    (tmp_path / "t").mkdir()
+    assert corpus_retrieval(FakeCorpus(tmp_path / "t", to_dict(train))).generator == "train"
 
 
 def test_a_stage_shorter_than_every_retrieval_length_is_refused(tmp_path):

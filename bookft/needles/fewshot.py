@@ -1,0 +1,67 @@
+"""The few-shot baseline's prompt: solved examples of the same task before the real one.
+
+A base model that fails a task may fail on the answer's format, not on reaching across the
+context. With a few short solved examples in its prompt it sees the format; what then separates it
+from a tuned model is the reach. (RULER's cwe and vartrack carry one such example of their own.)
+
+Design choices:
+- `with_fewshot(task, spec, seed, tokenizer, shots)` returns the task with `shots` solved examples
+  before its instruction (inside the user turn when a chat template wraps the prompt), each the
+  same family drawn with other seeds, on a short essay haystack (bookft.needles.haystack), at most
+  `max_tokens` tokens (256, else 512 when the task does not fit), its answer written out.
+- "Other keys and values": an example whose text contains any of the real task's references is
+  drawn again, so no shot gives the answer away.
+- Seeded by (seed, shot index) alone: the base and the few-shot grids of one seed ask the same task.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from bookft.errors import EvalError
+from bookft.needles.haystack import generated_haystack
+from bookft.needles.placement import build_sample
+from bookft.needles.tasks import TaskInstance, make_task
+from bookft.needles.tokenizer import ModelTokenizer
+
+SHOT_SEED = 7_000_000  # shots' seeds: far from every eval and split seed
+SHOT_LENGTHS = (256, 512)
+
+
+def solved_example(spec, seed: int, tokenizer: ModelTokenizer, max_tokens: int = 512) -> str | None:
+    """One solved example of spec.task (prompt and answer as text), or None when none fits max_tokens."""
+    task = make_task(spec, seed, 50.0)
+    for length in [n for n in SHOT_LENGTHS if n <= max_tokens]:
+        hay_task = task
+        try:
+            if task.haystack_fn is not None:
+                from bookft.needles.families import bind_haystack
+
+                t = dataclasses.replace(task)
+                frame = tokenizer.count([t.instruction + t.question + t.answer_prefix])[0]
+                hay_task, hay = bind_haystack(t, tokenizer, length - frame - 32, length)
+            else:
+                hay = generated_haystack("essay", tokenizer, seed, length)
+            return build_sample(hay_task, hay, tokenizer, length, 50.0, chat=False, add_bos=False).text
+        except EvalError:
+            continue
+    return None
+
+
+def with_fewshot(task: TaskInstance, spec, seed: int, tokenizer: ModelTokenizer, shots: int = 3,
+                 max_tokens: int = 512) -> TaskInstance:
+    """`task` with `shots` solved examples of its family before its instruction."""
+    if shots <= 0:
+        return task
+    texts: list[str] = []
+    for j in range(16 * shots):
+        if len(texts) == shots:
+            break
+        text = solved_example(spec, SHOT_SEED + seed * 64 + j, tokenizer, max_tokens)
+        if text is None:
+            raise EvalError(f"few-shot: no solved {spec.task} example fits {max_tokens} tokens")
+        if not any(r.lower() in text.lower() for r in task.references):
+            texts.append(text.strip())
+    if len(texts) < shots:
+        raise EvalError(f"few-shot: could not draw {shots} {spec.task} examples with other keys and values")
+    return dataclasses.replace(task, instruction="\n\n".join(texts) + "\n\n" + task.instruction)
