@@ -30,7 +30,7 @@ def generate(path: Path, dtype: str) -> int:
     from bookft.config import from_dict, read_yaml
     from bookft.model import ModelConfig, abstract_model, config_to_hf
     from bookft.model.hf_config import hf_tensor_names
-    from bookft.model.hf_io import _hf_shape
+    from bookft.model.hf_io import hf_shape
 
     config = from_dict(ModelConfig, read_yaml(ROOT / "configs/models/llama-3.2-1b.yaml")["model"], "model")
     model = abstract_model(config)
@@ -55,7 +55,7 @@ def generate(path: Path, dtype: str) -> int:
         key = ours.split(".")
         var = getattr(model.layers, key[1]) if layer is not None else getattr(model, key[0])
         shape = tuple(var.get_value().shape)
-        shape = _hf_shape(key[-1], shape[1:] if layer is not None else shape)
+        shape = hf_shape(key[-1], shape[1:] if layer is not None else shape)
         t = (0.02 * rng.standard_normal(shape, dtype=np.float32)).astype(np_dtype)
         shard[hf_name] = t
         shard_bytes += t.nbytes

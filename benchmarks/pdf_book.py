@@ -147,9 +147,9 @@ def _ingest(book: Path, out: Path, tokenizer: Path, workers: int, split: bool,
 
 def _encode_units(args):
     path, batch = args
-    from bookft.ingest.tokenize import _encode_batch, load_tokenizer
+    from bookft.ingest.tokenize import encode_batch, load_tokenizer
 
-    return _encode_batch(_worker_tok(path, load_tokenizer), batch)
+    return encode_batch(_worker_tok(path, load_tokenizer), batch)
 
 
 _TOK = {}
@@ -165,21 +165,21 @@ def tokenizer_strategies(text: str, tokenizer: Path, workers: int, reps: int) ->
     """Seconds (median) to encode the book's paragraphs: one batch call (the encoder's own threads, what
     bookft does), Python threads over paragraph batches, a process pool over paragraph batches (its
     start and tokenizer loading included: what a pool would pay per build). Same ids required."""
-    from bookft.ingest.tokenize import _encode_batch, load_tokenizer, units
+    from bookft.ingest.tokenize import encode_batch, load_tokenizer, units
 
     tok = load_tokenizer(tokenizer)
     us = units(text)
     k = max(2, workers) * 4
     cuts = [len(us) * i // k for i in range(k + 1)]
     batches = [us[a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
-    ref = _encode_batch(tok, us)[0]
+    ref = encode_batch(tok, us)[0]
 
     def one():
-        return _encode_batch(tok, us)[0]
+        return encode_batch(tok, us)[0]
 
     def threads():
         with ThreadPoolExecutor(max(2, workers)) as ex:
-            return np.concatenate([ids for ids, _ in ex.map(lambda b: _encode_batch(tok, b), batches)])
+            return np.concatenate([ids for ids, _ in ex.map(lambda b: encode_batch(tok, b), batches)])
 
     def processes():
         import multiprocessing

@@ -113,7 +113,7 @@ def word_starts(tok: Tokenizer) -> np.ndarray:
     return out
 
 
-def _encode_batch(tok: Tokenizer, batch: list[str]) -> tuple[np.ndarray, np.ndarray]:
+def encode_batch(tok: Tokenizer, batch: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """Units -> (all their ids, int32, concatenated; tokens per unit, int64)."""
     enc = tok.encode_batch_fast(batch, add_special_tokens=False) if hasattr(tok, "encode_batch_fast") \
         else tok.encode_batch(batch, add_special_tokens=False)
@@ -146,10 +146,10 @@ def encode_documents(tok: Tokenizer, texts: Iterable[str], eos_id: int | None, b
             batch.append(u)
             size += len(u)
             if size >= batch_chars:
-                yield _encode_batch(tok, batch)
+                yield encode_batch(tok, batch)
                 batch, size = [], 0
         if batch:
-            yield _encode_batch(tok, batch)
+            yield encode_batch(tok, batch)
 
     def finish(ids_parts: list[np.ndarray], lens_parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         flat = np.concatenate(ids_parts) if ids_parts else np.zeros(0, np.int32)

@@ -90,7 +90,7 @@ def _weight_files(path: Path) -> dict[str, str]:
     return out
 
 
-def _hf_shape(name: str, shape: tuple[int, ...]) -> tuple[int, ...]:
+def hf_shape(name: str, shape: tuple[int, ...]) -> tuple[int, ...]:
     """Our per-layer shape -> the HF tensor's shape (heads merged)."""
     if name in ("wq", "wk", "wv"):
         return (shape[0] * shape[1], shape[2])
@@ -204,7 +204,7 @@ def load_hf(path: str | Path, dtype: str | None = None, mesh: jax.sharding.Mesh 
         for hf_name, (ours, layer) in expected.items():
             key = tuple(ours.split("."))
             shape = tuple(flat[key].get_value().shape)
-            want = _hf_shape(key[-1], shape[1:] if layer is not None else shape)
+            want = hf_shape(key[-1], shape[1:] if layer is not None else shape)
             if hf_name not in files[weight_map[hf_name]].tensors:
                 raise ModelError(f"{path / weight_map[hf_name]}: tensor {hf_name!r} is listed in the index "
                                  "but not in this file")
@@ -263,7 +263,7 @@ def _tensor_plan(model: Decoder) -> list[tuple[str, tuple[int, ...], Callable[[]
             var = getattr(model, key[0])
             plan.append((hf_name, tuple(var.shape), lambda v=var: _host(v[...])))
         else:
-            shape = _hf_shape(key[1], tuple(getattr(model.layers, key[1]).shape[1:]))
+            shape = hf_shape(key[1], tuple(getattr(model.layers, key[1]).shape[1:]))
             plan.append((hf_name, shape, functools.partial(_merged_layer, model, key[1], layer)))
     return plan
 
