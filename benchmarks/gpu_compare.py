@@ -23,15 +23,22 @@ Design choices:
   excluded, the LM head included), d_attn = heads * head_dim. Recomputation is not counted.
 - The longest sequence: at most 3 probes per side for the 1B shape, doubling from PROBE_START;
   a probe that fails (out of memory) ends the search.
-- Wheels the GPU machine lacks (tokamax and its pure-Python dependencies) travel with the working
-  tree: `pip download --no-deps -d wheels/gpu tokamax==0.0.17 qwix einshape jaxtyping wadler-lindig
-  typeguard==2.13.3 immutabledict tensorboardx` on this host (about 3 MiB), then on the device
-  `pip install --no-index --find-links wheels/gpu tokamax` (run: carry ["wheels"]).
+- bookft's GPU kernel is xla (attention.kernel auto; docs/parallelism.md says why). A third process
+  times the attention kernels alone at the 1B shape (forward + backward, causal, bf16): bookft's
+  xla kernel and Tokamax's public `dot_product_attention` (mosaic, cudnn, xla_chunked), each checked
+  against `jax.nn.dot_product_attention` at 2K first: the evidence for wiring a Tokamax GPU kernel.
+- Wheels the GPU machine lacks (Tokamax and its dependencies; `import tokamax` needs xprof) travel
+  with the working tree, 37 MiB: on this host, with the Python 3.12 venv,
+  `pip download --no-deps -d wheels/gpu tokamax==0.0.17 qwix einshape jaxtyping wadler-lindig
+  immutabledict tensorboardx xprof==2.24.2 pydantic pydantic-core annotated-types typing-inspection`;
+  on the device, `pip install --no-deps --no-index wheels/gpu/*.whl` before the script
+  (run: carry ["wheels"]; wheels/ is not tracked).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -49,8 +56,9 @@ MODELS = {
 }
 SIZES = {  # cells (model, seq), probe model, probe start, warmup, timed steps
     "full": dict(cells=[("smollm2-135m", 8192), ("smollm2-135m", 32768), ("llama-1b", 8192), ("llama-1b", 32768)],
-                 probe="llama-1b", probe_start=65536, warmup=2, steps=5),
-    "tiny": dict(cells=[("tiny", 256), ("tiny", 512)], probe="tiny", probe_start=512, warmup=1, steps=2),
+                 probe="llama-1b", probe_start=65536, warmup=2, steps=5, kernel_seq=32768),
+    "tiny": dict(cells=[("tiny", 256), ("tiny", 512)], probe="tiny", probe_start=512, warmup=1, steps=2,
+                 kernel_seq=512),
 }
 PEAK_BF16 = {"h100": 989e12, "h200": 989e12}  # dense bf16 FLOP/s (SXM)
 PROBES = 3
@@ -141,6 +149,55 @@ def torch_side(model: str, seq: int, warmup: int, steps: int, dtype: str) -> dic
     return {"step_s": _timed(step, warmup, steps), "kernel": "sdpa"}
 
 
+def kernels_side(model: str, seq: int, warmup: int, steps: int, dtype: str) -> list[dict]:
+    """Attention alone at `model`'s heads ([1, seq, H, head_dim]), causal, forward + backward."""
+    import jax
+    import jax.numpy as jnp
+
+    from bookft.attention import make_attention
+
+    m = MODELS[model]
+    key = jax.random.split(jax.random.key(0), 3)
+
+    def inputs(s):
+        shape = lambda h: (1, s, h, m["head_dim"])  # noqa: E731
+        return (jax.random.normal(key[0], shape(m["num_heads"]), dtype),
+                jax.random.normal(key[1], shape(m["num_kv_heads"]), dtype),
+                jax.random.normal(key[2], shape(m["num_kv_heads"]), dtype))
+
+    xla = make_attention("local", "xla", None, load_balanced=False, block_q=512, block_kv=512)
+    fns = {"bookft-xla": lambda q, k, v: xla(q, k, v, jnp.ones(q.shape[:2], jnp.int32), None)}
+    try:
+        import tokamax
+
+        for impl in ("mosaic", "cudnn", "xla_chunked"):
+            fns[f"tokamax-{impl}"] = functools.partial(tokamax.dot_product_attention, is_causal=True,
+                                                       implementation=impl)
+    except ImportError:
+        pass
+    ref = jax.jit(lambda q, k, v: jax.nn.dot_product_attention(q, k, v, is_causal=True))
+    rows = []
+    for name, fn in fns.items():
+        grad = jax.jit(jax.value_and_grad(lambda q, k, v, fn=fn: jnp.sum(fn(q, k, v).astype(jnp.float32)),
+                                          argnums=(0, 1, 2)))
+        try:
+            small = inputs(min(seq, 2048))
+            err = float(jnp.max(jnp.abs(jax.jit(fn)(*small).astype(jnp.float32) - ref(*small).astype(jnp.float32))))
+            big = inputs(seq)
+            t = _timed(functools.partial(_sync, grad, big), warmup, steps)
+            flops = 2 * 2 * seq * seq / 2 * m["num_heads"] * m["head_dim"] * 3.5  # fwd + bwd (2.5x fwd)
+            rows.append({"kernel": name, "seq": seq, "fwd_bwd_s": t, "max_abs_err_2k": err, "tflops": flops / t / 1e12})
+        except Exception as e:
+            rows.append({"kernel": name, "seq": seq, "error": f"{type(e).__name__}: {str(e)[:200]}"})
+    return rows
+
+
+def _sync(fn, args) -> None:
+    import jax
+
+    jax.block_until_ready(fn(*args))
+
+
 def _is_oom(e: BaseException) -> bool:
     text = f"{type(e).__name__} {e}".lower()
     return "out of memory" in text or "resource_exhausted" in text or "outofmemory" in text
@@ -148,7 +205,14 @@ def _is_oom(e: BaseException) -> bool:
 
 def worker(side: str, size: str, dtype: str) -> None:
     """One side's cells, then its probes; one JSON line per figure on stdout."""
-    plan, run = SIZES[size], {"bookft": bookft_side, "torch": torch_side}[side]
+    plan = SIZES[size]
+    if side == "kernels":
+        import jax.numpy as jnp
+
+        for r in kernels_side(plan["probe"], plan["kernel_seq"], plan["warmup"], plan["steps"], jnp.dtype(dtype)):
+            print(json.dumps({"what": "kernel", **r}), flush=True)
+        return
+    run = {"bookft": bookft_side, "torch": torch_side}[side]
     for model, seq in plan["cells"]:
         r = run(model, seq, plan["warmup"], plan["steps"], dtype)
         print(json.dumps({"what": "cell", "side": side, "model": model, "seq": seq, **r}), flush=True)
@@ -196,6 +260,7 @@ def summarize(rows: list[dict], hardware: str) -> dict:
         if r["what"] == "probe" and r["fits"]:
             longest[r["side"]] = max(longest.get(r["side"], 0), r["seq"])
     return {"cells": list(cells.values()), "longest": longest, "peak_bf16_flops": peak,
+            "kernels": [r for r in rows if r["what"] == "kernel"],
             "errors": [r for r in rows if r["what"] == "error"],
             "probes": [r for r in rows if r["what"] == "probe"]}
 
@@ -204,7 +269,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", choices=sorted(SIZES), default="full")
     ap.add_argument("--dtype", default="bfloat16")
-    ap.add_argument("--sides", default="bookft,torch")
+    ap.add_argument("--sides", default="kernels,bookft,torch")
     ap.add_argument("--timeout", type=int, default=400, help="seconds per side")
     ap.add_argument("--results", help="results folder (default benchmarks/results)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
@@ -230,6 +295,10 @@ def main() -> None:
                 mfu = f"{s['mfu']:.1%}" if s["mfu"] is not None else "-"
                 print(f"{c['model'] + '@' + str(c['seq']):24} {side:7} {s['step_s']:8.3f} {s['tokens_per_s']:10.0f} "
                       f"{mfu:>6}  {s['kernel']}")
+    for r in body["kernels"]:
+        print(f"kernel {r['kernel']:20} S={r['seq']}: " + (f"{r['fwd_bwd_s'] * 1e3:.1f} ms fwd+bwd, "
+              f"{r['tflops']:.0f} TFLOP/s, max |err| at 2K {r['max_abs_err_2k']:.2g}" if "error" not in r
+              else r["error"]))
     print("longest (1 row, tokens):", body["longest"], "| errors:", len(body["errors"]))
     where = {"results": Path(args.results)} if args.results else {}
     print("wrote", write_result(result_path("gpu_compare", args.size, hardware, **where), header, body))

@@ -60,8 +60,9 @@ def test_gpu_script_runs_tiny_on_cpu(tmp_path):
 
 
 def test_gpu_compare_runs_tiny_on_cpu(tmp_path):
-    """benchmarks/gpu_compare.py --size tiny: both sides (bookft, transformers) train the tiny shape at
-    256 and 512 tokens in their own processes, probe the longest row, and one JSON is written."""
+    """benchmarks/gpu_compare.py --size tiny: the kernel check, then both sides (bookft, transformers)
+    train the tiny shape at 256 and 512 tokens in their own processes and probe the longest row; one
+    JSON is written."""
     import pytest
 
     pytest.importorskip("torch")
@@ -78,4 +79,6 @@ def test_gpu_compare_runs_tiny_on_cpu(tmp_path):
         assert c["bookft"]["tokens_per_s"] > 0 and c["torch"]["tokens_per_s"] > 0 and c["bookft_over_torch"] > 0
         assert c["bookft"]["kernel"] == "xla" and c["bookft"]["mfu"] is None  # CPU: no bf16 peak, no MFU
     assert out["longest"] == {"bookft": 2048, "torch": 2048}  # 512, 1024, 2048: three probes fit
+    xla = [r for r in out["kernels"] if r["kernel"] == "bookft-xla"]
+    assert xla and xla[0]["max_abs_err_2k"] < 1e-3 and xla[0]["fwd_bwd_s"] > 0  # the kernel check ran
     assert "versions" in out and "command" in out  # the benchrecord header
