@@ -16,6 +16,8 @@ Design choices:
   other side's figures); the parent prints the table and writes
   benchmarks/results/gpu_compare_<size>_<hardware>_<date>.json through bookft.benchrecord.
 - Timing: WARMUP steps (compile, autotune), then STEPS timed steps, each ended by a host sync.
+  `--budget` (420 s) bounds the three processes together, so the run fits the 8 device minutes
+  with the machine's start; a side stopped at its share keeps the figures it printed.
 - MFU = model FLOPs per step / step time / bf16 dense peak of the card (H100 SXM and H200: 989
   TFLOP/s; unknown cards: no MFU). Model FLOPs per step = 6 * N * T + 6 * L * d_attn * S^2 for one
   causal row of S = T tokens (12 * L * d_attn * S^2 / 2: QK^T and PV, forward and backward, half the
@@ -230,13 +232,22 @@ def worker(side: str, size: str, dtype: str) -> None:
         seq *= 2
 
 
+SHARE = {"kernels": 0.2, "bookft": 0.45, "torch": 0.35}  # of --budget; a side past its share is stopped
+
+
 def _run_side(side: str, args) -> list[dict]:
+    """One side's process; what it printed before its share of the budget ran out is kept."""
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", side, "--size", args.size, "--dtype", args.dtype]
     env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
-    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    if proc.returncode != 0:
-        rows.append({"what": "error", "side": side, "rc": proc.returncode, "tail": proc.stderr[-2000:]})
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.budget * SHARE[side])
+        out, err, rc = proc.stdout, proc.stderr, proc.returncode
+    except subprocess.TimeoutExpired as e:
+        text = lambda b: b.decode(errors="replace") if isinstance(b, bytes) else (b or "")  # noqa: E731
+        out, err, rc = text(e.stdout), text(e.stderr) + f"\nstopped at {e.timeout:.0f} s (its budget share)", -9
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    if rc != 0:
+        rows.append({"what": "error", "side": side, "rc": rc, "tail": err[-2000:]})
     return rows
 
 
@@ -270,7 +281,8 @@ def main() -> None:
     ap.add_argument("--size", choices=sorted(SIZES), default="full")
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--sides", default="kernels,bookft,torch")
-    ap.add_argument("--timeout", type=int, default=400, help="seconds per side")
+    ap.add_argument("--budget", type=float, default=420,
+                    help="seconds for all sides together (shares: kernels 20%%, bookft 45%%, torch 35%%)")
     ap.add_argument("--results", help="results folder (default benchmarks/results)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
