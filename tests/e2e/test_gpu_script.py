@@ -68,8 +68,8 @@ def test_gpu_compare_runs_tiny_on_cpu(tmp_path):
     pytest.importorskip("torch")
     env = {**os.environ, "TPU_ACCELERATOR_TYPE": "v5p-8", "TPU_WORKER_HOSTNAMES": "localhost"}
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks/gpu_compare.py"), "--size", "tiny",
-                           "--results", str(tmp_path), "--budget", "1500"], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=1600)
+                           "--results", str(tmp_path), "--budget", "1500"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=1600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (path,) = tmp_path.glob("gpu-compare_tiny_*.json")
     out = json.loads(path.read_text())
