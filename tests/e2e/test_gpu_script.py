@@ -80,5 +80,5 @@ def test_gpu_compare_runs_tiny_on_cpu(tmp_path):
         assert c["bookft"]["kernel"] == "xla" and c["bookft"]["mfu"] is None  # CPU: no bf16 peak, no MFU
     assert out["longest"] == {"bookft": 2048, "torch": 2048}  # 512, 1024, 2048: three probes fit
     xla = [r for r in out["kernels"] if r["kernel"] == "bookft-xla"]
-    assert xla and xla[0]["max_abs_err_2k"] < 1e-3 and xla[0]["fwd_bwd_s"] > 0  # the kernel check ran
+    assert xla and xla[0]["max_abs_err_2k"] < 0.05 and xla[0]["fwd_bwd_s"] > 0  # ran; bf16 outputs of size ~1
     assert "versions" in out and "command" in out  # the benchrecord header
