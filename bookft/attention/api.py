@@ -43,6 +43,17 @@ def _platform(mesh) -> str:
         return jax.default_backend()
 
 
+def pick_kernel(kernel: str, platform: str) -> str:
+    """`auto` by the platform compiled for: TPU -> splash (Tokamax's, where installed), else xla.
+    On GPU the chunk-pair kernel stays xla: Tokamax's public GPU API gives no chunk-pair kernel with
+    segment ids, a float32 lse and a backward from the global lse (docs/parallelism.md)."""
+    if kernel != "auto":
+        return kernel
+    from bookft.attention.kernel_splash import splash_available
+
+    return "splash" if platform == "tpu" and splash_available() else "xla"
+
+
 def make_attention(
     strategy: str,
     kernel: str,
@@ -69,6 +80,7 @@ def make_attention(
             f"unknown attention strategy {strategy!r}; choose one of {sorted(STRATEGIES)} "
             "(config key attention.strategy)"
         )
+    kernel = pick_kernel(kernel, _platform(mesh))
     if kernel not in KERNELS:
         raise AttentionError(
             f"unknown attention kernel {kernel!r}; choose one of {sorted(KERNELS)} (config key attention.kernel)"

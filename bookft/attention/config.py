@@ -7,7 +7,8 @@ from typing import Literal
 
 # auto: chosen from heads, KV heads, context degree and kernel (bookft/attention/resolve.py), printed
 Strategy = Literal["auto", "local", "allgather", "ulysses", "ring", "usp"]
-Kernel = Literal["splash", "xla", "reference"]
+# auto: by backend (bookft.attention.api.pick_kernel): tpu -> splash (Tokamax), gpu and cpu -> xla
+Kernel = Literal["auto", "splash", "xla", "reference"]
 
 MAX_CHUNK = 4096  # default max_chunk; ring 128K on v5p:2x2x1: 4.09 GiB temp per chip with 16K chunks, 2.34 with 4K
 

@@ -5,7 +5,8 @@ Design choices:
   with known ids. The pair relation is computed from ids at run time (ids depend on the device and,
   for ring, on the step): kv chunk after q chunk -> skip; same chunk -> diagonal (causal kernel);
   before -> full kernel. A pair whose [min, max] segment-id ranges do not overlap is skipped too.
-  `lax.cond` executes one branch, so skipped pairs cost nothing on TPU/CPU. The kernel gets the pair
+  `lax.cond` executes one branch, so skipped pairs cost nothing on TPU/CPU (an interpreted Pallas
+  kernel in CPU tests runs every pair and selects: `_pair`). The kernel gets the pair
   kind as a traced bool (xla masks dynamically; splash conds between its two static-mask kernels).
 - Forward accumulates (o, lse) in fp32 by log-sum-exp merges; backward (FlashAttention-2 style) runs
   the same pairs with the global o and lse, accumulating dq locally and dk/dv per kv chunk.
@@ -74,6 +75,15 @@ def _put(x, u, i, c, axis):
     return lax.dynamic_update_slice_in_dim(x, u, i * c, axis=axis)
 
 
+def _pair(kernel, runs, run, skip):
+    """One chunk pair: `run` when `runs`, else `skip` (lax.cond: one branch executes). An interpreted
+    Pallas kernel (CPU tests) runs every pair and selects: the TPU interpreter puts a barrier over
+    all mesh devices in each kernel call, so devices must make the same number of calls."""
+    if not getattr(kernel, "interpret", False):
+        return lax.cond(runs, run, skip, None)
+    return jax.tree.map(lambda a, b: jnp.where(runs, a, b), run(None), skip(None))
+
+
 def accumulate_fwd(kernel, causal, c, q, qseg, qids, k, v, kseg, kids, o_acc, lse_acc, window: int = 0):
     """Merge attention of q chunks (ids qids [nq]) over kv chunks (ids kids [nk]) into (o, lse)."""
     nq, nk = q.shape[1] // c, k.shape[1] // c
@@ -94,7 +104,7 @@ def accumulate_fwd(kernel, causal, c, q, qseg, qids, k, v, kseg, kids, o_acc, ls
                 return merge(oi, li, o_p, l_p)
 
             rel = _relation(qids[i], kids[j], qlo[:, i], qhi[:, i], klo[:, j], khi[:, j], causal, c, window)
-            oi, li = lax.cond(rel != SKIP, run, lambda _: (oi, li), None)
+            oi, li = _pair(kernel, rel != SKIP, run, lambda _: (oi, li))
             return (_put(o_acc, oi, i, c, 1), _put(lse_acc, li, i, c, 2)), None
 
         carry, _ = scan_blocks(over_q, carry, jnp.arange(nq))
@@ -126,7 +136,7 @@ def accumulate_bwd(kernel, causal, c, q, qseg, qids, k, v, kseg, kids, o, lse, d
                 return dqi + g_q, dk + g_k, dv + g_v
 
             rel = _relation(qids[i], kids[j], qlo[:, i], qhi[:, i], klo[:, j], khi[:, j], causal, c, window)
-            dqi, dk, dv = lax.cond(rel != SKIP, run, lambda _: (dqi, dk, dv), None)
+            dqi, dk, dv = _pair(kernel, rel != SKIP, run, lambda _: (dqi, dk, dv))
             return (_put(dq_acc, dqi, i, c, 1), dk, dv), None
 
         zeros = jnp.zeros((B, c, Hkv, D), F32)

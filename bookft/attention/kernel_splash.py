@@ -1,94 +1,97 @@
-"""The TPU splash kernel (Pallas) as a chunk-pair kernel; interpreted on CPU for tests.
+"""Tokamax's splash attention (Pallas, TPU) as a chunk-pair kernel; TPU-interpreted on CPU for tests.
 
-Design choices:
-- Masks are built per chunk pair, never for the global S x S: a static `CausalMask((C, C))` for a
-  diagonal pair and `FullMask((C, C))` for a pair wholly below the diagonal (pairs above it are
-  skipped by the strategy). Segment ids are passed as `SegmentIds(q, kv)` and AND-ed in the kernel.
-  Mask metadata is processed once per (chunk, heads, blocks) and cached (`_build`).
-- Forward calls the kernel with `save_residuals=True` to get (out, lse). That output cannot be
-  differentiated, so the backward calls the kernel module's private `_splash_attention_bwd` with
-  the *global* o and lse (after the strategy merged all pairs); pinned to jax 0.10.x's signature.
-- The separate dq kernel is used (`use_fused_bwd_kernel=False`): the fused one keeps an fp32 dq
-  copy per kv block, quadratic in the per-chip length.
+Only public names of Tokamax and JAX are used:
+- the op is `tokamax.ops.experimental.tpu.SplashAttention` (tokamax >= 0.0.17, Python >= 3.12:
+  the `tpu` extra). Forward: `op(q, k, v, mask=, segment_ids=, return_residuals=True)` gives the
+  output and (max_logits, lse), lse in natural log. Backward: the op's own VJP op, `op.vjp(
+  (lse, lse), o, do, q, k, v, ...)`, which reads only the lse of the residuals. The engine passes
+  the *global* o and lse (every pair merged), so the one kernel serves the local, all-gather,
+  Ulysses, ring and USP strategies, forward and backward, without a private backward.
+- Tokamax 0.0.17 exports no name for the two argument types its public `splash_attention`
+  declares, the segment ids (`q`, `kv`) and the static mask (`is_causal`). They are read from that
+  function's own signature (`typing.get_type_hints`): the types the public API promises to take.
+  A Tokamax whose signature no longer names them raises AttentionError naming the version.
+- Masks per chunk pair, never the global S x S: causal for a diagonal pair, full below it (pairs
+  above are skipped by the engine); segment ids are AND-ed in the kernel. A traced pair kind
+  (`causal` from the engine) conds between the two static masks.
+- Block sizes come from Tokamax (its autotuning cache, else its heuristics: 1024 when the chunk is
+  a multiple of 1024, else 128; the backward uses dq_reduction_steps=3 past three kv blocks), so a
+  chunk must be a multiple of 128 tokens. attention.block_q/block_kv size the xla kernel only.
 - The kernel does not scale q; the strategy scales q by 1/sqrt(D) before calling.
 - Layout: bookft uses [B, S, H, D]; splash wants [H, S, D] per batch row (vmapped over B).
-- `interpret=True` only when the mesh's devices are CPU (chosen in make_attention), so the same
-  code AOT-compiles the real Mosaic kernel for TPU topologies from a CPU host.
+- On CPU (tests) the Pallas calls run under `jax.experimental.pallas.tpu.force_tpu_interpret_mode`
+  (public JAX): the TPU interpreter. The op's device check is bypassed (`bypass_device_check`), so
+  the same code AOT-compiles the Mosaic kernel for TPU topologies from a CPU host (`bookft plan`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import sys
+import typing
 from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
-import numpy as np
-from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as sk
-from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as sm
 
 from bookft.errors import AttentionError
 
-LANES = 128  # splash needs kv blocks that are multiples of the TPU lane width
+LANES = 128  # Tokamax's splash configs take blocks that are multiples of the TPU lane width
+NEEDS = ("the splash kernel needs Tokamax's public splash op (tokamax 0.0.17, Python 3.12 or newer): "
+         "pip install 'bookft[tpu]' on Python >= 3.12, or use attention.kernel: xla")
 
 
-@functools.lru_cache(maxsize=64)
-def _build(chunk: int, heads: int, causal: bool, bq: int, bk: int, interpret: bool):
-    mask = sm.CausalMask((chunk, chunk)) if causal else sm.FullMask((chunk, chunk))
-    sizes = sk.BlockSizes(
-        block_q=bq, block_kv=bk, block_kv_compute=bk,
-        block_q_dkv=bq, block_kv_dkv=bk, block_kv_dkv_compute=bk,
-        block_q_dq=bq, block_kv_dq=bk, use_fused_bwd_kernel=False,
-    )
-    with jax.ensure_compile_time_eval():  # may be first called while tracing: stay concrete
-        kernel = sk.make_splash_mha(
-            sm.MultiHeadMask([mask] * heads), block_sizes=sizes, head_shards=1, q_seq_shards=1,
-            save_residuals=True, interpret=interpret,
-        )
+def _pick(union, field: str):
+    for t in typing.get_args(union):
+        if field in getattr(t, "__dataclass_fields__", {}):
+            return t
+    return None
 
-    def as_numpy(info):  # host constants: embed in any backend's program (TPU AOT from a CPU host)
-        if info is None:
-            return None
-        info = jax.tree_util.tree_map(np.asarray, info)
-        pmb = info.partial_mask_blocks
-        if pmb is not None:  # what sk._splash_attention does before calling the kernel
-            info = info._replace(partial_mask_blocks=pmb.reshape(-1, *pmb.shape[-2:]))
-        return info
 
-    fwd_info = jax.tree_util.tree_map(np.asarray, kernel.fwd_mask_info)
-    dq_info, dkv_info = as_numpy(kernel.dq_mask_info), as_numpy(kernel.dkv_mask_info)
-    # forward only: save_residuals=True never reaches the kernel's own vjp, so no backward infos
-    kernel = sk.SplashAttentionKernel(fwd_info, None, None, **kernel.kwargs)
-    return kernel, dq_info, dkv_info, sizes
+@functools.lru_cache(maxsize=1)
+def tokamax_splash():
+    """(op, vjp op, SegmentIds type, Mask type) from Tokamax's public API; AttentionError when absent."""
+    if sys.version_info < (3, 12):
+        raise AttentionError(f"{NEEDS} (this is Python {sys.version_info.major}.{sys.version_info.minor})")
+    try:
+        import tokamax
+        from tokamax.ops.experimental import tpu as tokamax_tpu
+    except ImportError as e:
+        raise AttentionError(f"{NEEDS} ({e})") from e
+    hints = typing.get_type_hints(tokamax.ops.experimental.splash_attention)
+    seg_ids, mask = _pick(hints.get("segment_ids"), "kv"), _pick(hints.get("mask"), "is_causal")
+    if seg_ids is None or mask is None:
+        raise AttentionError(f"tokamax {tokamax.__version__}: its splash_attention signature no longer names "
+                             f"a segment-ids and a causal-mask type; {NEEDS}")
+    op = tokamax_tpu.SplashAttention(bypass_device_check=True)
+    return op, op.vjp.replace(bypass_device_check=True), seg_ids, mask
 
 
 @dataclass(frozen=True)
 class SplashKernel:
-    """Pallas splash attention over one chunk pair (causal-diagonal or full)."""
+    """Tokamax splash attention over one chunk pair (causal-diagonal or full)."""
 
-    block_q: int = 512
+    block_q: int = 512  # xla's; Tokamax sizes its own blocks (module docstring)
     block_kv: int = 512
     interpret: bool = False
     name: str = "splash"
 
-    def blocks(self, chunk: int) -> tuple[int, int]:
-        return min(self.block_q, chunk), min(self.block_kv, chunk)
+    def __post_init__(self):
+        tokamax_splash()  # fail at make time, with the reason, not inside a trace
 
     def check_chunk(self, chunk: int) -> str | None:
-        bq, bk = self.blocks(chunk)
-        if chunk % bq or chunk % bk:
-            return f"chunk length {chunk} is not divisible by block_q={bq} / block_kv={bk}"
-        if bk % LANES or bq % 8:
-            return (
-                f"splash needs block_kv a multiple of {LANES} and block_q a multiple of 8, got "
-                f"block_q={bq}, block_kv={bk} for chunk length {chunk} (each of the 2*cp chunks "
-                f"must hold at least {LANES} tokens: use a longer sequence or the xla kernel)"
-            )
+        if chunk % LANES:
+            return (f"splash needs chunks of a multiple of {LANES} tokens, got {chunk} (each of the "
+                    f"2*cp chunks must hold a multiple of {LANES} tokens: use a longer sequence or the xla kernel)")
         return None
 
-    def _kernel(self, q, causal):
-        bq, bk = self.blocks(q.shape[1])
-        return _build(q.shape[1], q.shape[2], causal, bq, bk, self.interpret)
+    def _interpreting(self):
+        if not self.interpret:
+            return contextlib.nullcontext()
+        from jax.experimental.pallas import tpu as pltpu
+
+        return pltpu.force_tpu_interpret_mode()
 
     @staticmethod
     def _no_window(window: int) -> None:
@@ -119,32 +122,38 @@ class SplashKernel:
         )
 
     def _fwd(self, q, k, v, qseg, kseg, *, causal: bool):
-        kernel, _, _, _ = self._kernel(q, causal)
+        op, _, seg_ids, mask = tokamax_splash()
         qh, kh, vh = (x.transpose(0, 2, 1, 3) for x in (q, k, v))  # [B, H, C, D]
 
         def one(q1, k1, v1, qs, ks):
-            o, (lse,) = kernel(q1, k1, v1, segment_ids=sk.SegmentIds(q=qs, kv=ks))
+            o, (_, lse) = op(q1, k1, v1, mask=mask(is_causal=causal), segment_ids=seg_ids(q=qs, kv=ks),
+                             return_residuals=True)
             return o, lse
 
-        o, lse = jax.vmap(one)(qh, kh, vh, qseg.astype(jnp.int32), kseg.astype(jnp.int32))
+        with self._interpreting():
+            o, lse = jax.vmap(one)(qh, kh, vh, qseg.astype(jnp.int32), kseg.astype(jnp.int32))
         return o.transpose(0, 2, 1, 3).astype(jnp.float32), lse.astype(jnp.float32)
 
     def _bwd(self, q, k, v, qseg, kseg, o, lse, do, *, causal: bool):
-        kernel, dq_info, dkv_info, sizes = self._kernel(q, causal)
-        kw = kernel.kwargs
+        _, vjp, seg_ids, mask = tokamax_splash()
         dt = q.dtype
         qh, kh, vh = (x.transpose(0, 2, 1, 3) for x in (q, k, v))
         oh, doh = o.astype(dt).transpose(0, 2, 1, 3), do.astype(dt).transpose(0, 2, 1, 3)
 
         def one(q1, k1, v1, qs, ks, o1, lse1, do1):
-            res = (q1, k1, v1, sk.SegmentIds(q=qs, kv=ks), None, o1, lse1, dq_info, dkv_info)
-            grads = sk._splash_attention_bwd(
-                False, kw["mask_value"], False, sizes, None, kw["mask_function"], None,
-                self.interpret, res, do1,
-            )
-            return grads[3], grads[4], grads[5]
+            g = vjp((lse1, lse1), o1, do1, q1, k1, v1, mask=mask(is_causal=causal),
+                    segment_ids=seg_ids(q=qs, kv=ks))
+            return g["q"], g["k"], g["v"]
 
-        dq, dk, dv = jax.vmap(one)(
-            qh, kh, vh, qseg.astype(jnp.int32), kseg.astype(jnp.int32), oh, lse, doh
-        )
+        with self._interpreting():
+            dq, dk, dv = jax.vmap(one)(qh, kh, vh, qseg.astype(jnp.int32), kseg.astype(jnp.int32), oh, lse, doh)
         return tuple(x.transpose(0, 2, 1, 3).astype(jnp.float32) for x in (dq, dk, dv))
+
+
+def splash_available() -> bool:
+    """Whether Tokamax's public splash op can be used here (Python >= 3.12 with bookft[tpu])."""
+    try:
+        tokamax_splash()
+    except AttentionError:
+        return False
+    return True

@@ -14,6 +14,7 @@ written once:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -117,6 +118,8 @@ class Resolved:
 
 def resolve(config, mesh, *, sliding_window: int = 0, layer_windows=()) -> Resolved:
     """The effective attention for section `config` on `mesh` (None: one device)."""
+    if any(layer_windows) and config.kernel == "auto":
+        config = dataclasses.replace(config, kernel="xla")  # windows: the xla kernel masks inside a pair
     if any(layer_windows) and config.kernel == "splash":
         raise ConfigError(f"model.sliding_window={sliding_window}: sliding-window layers need "
                           "attention.kernel: xla (the splash kernel here takes static masks only)")

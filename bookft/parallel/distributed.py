@@ -14,8 +14,12 @@ Design choices:
   collectives for a CPU job (XLA's CPU client has no cross-process collectives without them), then
   `jax.distributed.initialize()`.
 - `check_agreement(facts)`: every process publishes what it will run (the flattened run config, the
-  corpus version) in the coordinator's key-value store and compares with process 0; a host that
-  differs is named with the keys and both values, on every host, before anything compiles.
+  corpus version) by an all-gather (public `multihost_utils.process_allgather`) and compares with
+  process 0; a host that differs is named with the keys and both values, on every host, before
+  anything compiles. A process that never arrives is bounded by `bookft launch --timeout` (or the
+  scheduler's), not here: the public all-gather has no deadline.
+- Only public JAX names: the TPU slice's host list comes from the VM's metadata server over HTTP
+  (the attribute JAX's cluster detection reads), not from JAX's private cluster module.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import socket
 from bookft.errors import ConfigError
 
 _done = False
-_agreements = 0
+METADATA_URL = "http://metadata.google.internal/computeMetadata/v1/instance/attributes/worker-network-endpoints"
 
 
 def wants_distributed(env=os.environ) -> bool:
@@ -40,20 +44,22 @@ def wants_distributed(env=os.environ) -> bool:
 
 
 def _tpu_vm_hosts(env) -> int:
-    """The hosts of this Cloud TPU VM slice as the GCE metadata server lists them (what JAX's own
-    cluster detection reads); 0 off a TPU host or when the server does not say. Not exercised here:
-    no TPU slice in CI."""
+    """The hosts of this Cloud TPU VM slice as the GCE metadata server lists them (the attribute
+    JAX's own cluster detection reads); 0 off a TPU host or when the server does not say. Not
+    exercised here: no TPU slice in CI."""
     from bookft.hostenv import has_tpu_devices
 
     if not has_tpu_devices() or env.get("TPU_SKIP_MDS_QUERY") is not None:
         return 0
-    try:
-        from jax._src.clusters.cloud_tpu_cluster import get_metadata
+    import urllib.request
 
-        text, code = get_metadata("worker-network-endpoints")
+    req = urllib.request.Request(METADATA_URL, headers={"Metadata-Flavor": "Google"})
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:  # the VM's own metadata server, not the internet
+            text = r.read().decode()
     except Exception:
         return 0
-    return len([w for w in text.split(",") if w.strip()]) if code == 200 else 0
+    return len([w for w in text.split(",") if w.strip()])
 
 
 def maybe_initialize(distributed: bool | None, env=os.environ) -> bool:
@@ -106,30 +112,16 @@ def start(cfg, env=os.environ) -> int:
     return jax.process_index()
 
 
-def check_agreement(facts: dict[str, str], *, what: str = "the run", timeout_s: float = 300) -> None:
+def check_agreement(facts: dict[str, str], *, what: str = "the run") -> None:
     """Raise ConfigError on every process when any process's `facts` (plain strings by key) differ
     from process 0's, naming the process, its host and each differing key with both values."""
     import jax
 
     if jax.process_count() == 1:
         return
-    global _agreements
-    _agreements += 1
-    from jax._src.distributed import global_state  # the coordinator's key-value store
-
-    client = global_state.client
-    me, n = jax.process_index(), jax.process_count()
-    key = f"bookft/agree/{_agreements}/{{}}"
-    client.key_value_set(key.format(me), json.dumps({"host": socket.gethostname(), "facts": facts}))
-    got = {}
-    for p in range(n):
-        try:
-            got[p] = json.loads(client.blocking_key_value_get(key.format(p), int(timeout_s * 1000)))
-        except Exception as e:
-            raise ConfigError(f"process {me}: process {p} did not report {what} within {timeout_s:.0f} s "
-                              f"({type(e).__name__}: {str(e)[:200]}); is it running the same command?") from e
+    got = _gather_json({"host": socket.gethostname(), "facts": facts})
     ref = got[0]["facts"]
-    for p in range(1, n):
+    for p in range(1, len(got)):
         mine = got[p]["facts"]
         diff = [k for k in sorted(set(ref) | set(mine)) if ref.get(k) != mine.get(k)]
         if diff:
@@ -139,6 +131,20 @@ def check_agreement(facts: dict[str, str], *, what: str = "the run", timeout_s: 
             raise ConfigError(f"hosts disagree on {what}: process {p} (host {got[p]['host']}) differs from "
                               f"process 0 (host {got[0]['host']}): {shown}{more}; every host must run the "
                               "same command with the same config and corpus version")
+
+
+def _gather_json(value) -> list:
+    """Every process's `value` (JSON), in process order: two public all-gathers
+    (`multihost_utils.process_allgather`), the byte lengths, then the padded bytes."""
+    import numpy as np
+    from jax.experimental import multihost_utils
+
+    data = np.frombuffer(json.dumps(value).encode(), np.uint8)
+    lengths = np.asarray(multihost_utils.process_allgather(np.asarray(len(data), np.int32))).reshape(-1)
+    padded = np.zeros(int(lengths.max()), np.uint8)
+    padded[: len(data)] = data
+    rows = np.asarray(multihost_utils.process_allgather(padded)).reshape(len(lengths), -1)
+    return [json.loads(bytes(row[:n]).decode()) for row, n in zip(rows, lengths, strict=True)]
 
 
 def any_process(value: int) -> int:

@@ -110,7 +110,9 @@ class Hook:
 def balance_block(cfg: RunConfig) -> int:
     """The attention kernel's block-skip granularity, which document arrangement aligns pieces to:
     the xla kernel skips KV blocks of block_kv; splash skips the engine's chunk pairs (max_chunk)."""
-    if cfg.attention.kernel == "splash":
+    from bookft.attention.api import pick_kernel
+
+    if pick_kernel(cfg.attention.kernel, jax.default_backend()) == "splash":
         return cfg.attention.max_chunk
     return cfg.attention.block_kv
 

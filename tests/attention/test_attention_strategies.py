@@ -30,6 +30,7 @@ from attention_helpers import FAST, causal_segments, inputs, max_rel_err, mesh, 
 
 from bookft.attention import load_balance, make_attention, unbalance
 from bookft.attention.balance import arrange_documents
+from bookft.attention.kernel_splash import splash_available
 
 TOL = 1e-5
 MHA, GQA = "mha", "gqa"
@@ -146,10 +147,14 @@ DEFAULT = {
     ("xla", "usp", (2, 4), False, MHA),
     ("xla", "usp", (2, 4), True, GQA),
     ("splash", "local", 1, False, MHA),
+    ("splash", "allgather", 2, True, GQA),
+    ("splash", "ulysses", 2, False, MHA),
     ("splash", "ring", 2, True, GQA),
+    ("splash", "usp", (2, 2), True, GQA),
 }
 
 
+NEEDS_TOKAMAX = pytest.mark.skipif(not splash_available(), reason="Tokamax splash: Python >= 3.12 with bookft[tpu]")
 FULL = pytest.mark.skipif(not os.environ.get("BOOKFT_FULL_MATRIX"),
                           reason="the rest of the product: set BOOKFT_FULL_MATRIX=1")
 
@@ -162,6 +167,8 @@ def cells():
                     for head_kind in (MHA, GQA):
                         cell = (kernel, strategy, cp, balanced, head_kind)
                         marks = () if cell in DEFAULT else (pytest.mark.slow, FULL)
+                        if kernel == "splash":
+                            marks = (*marks, NEEDS_TOKAMAX)
                         name = "-".join([kernel, strategy, "x".join(map(str, np.atleast_1d(cp))),
                                          "zigzag" if balanced else "plain", head_kind])
                         yield pytest.param(*cell, marks=marks, id=name)

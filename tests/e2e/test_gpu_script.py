@@ -60,3 +60,28 @@ def test_gpu_script_runs_tiny_on_cpu(tmp_path):
     exported = json.loads((tmp_path / "work" / "export" / "config.json").read_text())
     assert exported["rope_parameters"]["rope_type"] == "yarn" and exported["max_position_embeddings"] == 1024
     assert "[gpu.sh" in proc.stdout and "summary" in proc.stdout
+
+
+def test_gpu_compare_runs_tiny_on_cpu(tmp_path):
+    """benchmarks/gpu_compare.py --size tiny: the kernel check, then both sides (bookft, transformers)
+    train the tiny shape at 256 and 512 tokens in their own processes and probe the longest row; one
+    JSON is written."""
+    import pytest
+
+    pytest.importorskip("torch")
+    env = {**os.environ, "TPU_ACCELERATOR_TYPE": "v5p-8", "TPU_WORKER_HOSTNAMES": "localhost"}
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks/gpu_compare.py"), "--size", "tiny",
+                           "--results", str(tmp_path), "--budget", "1500"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=1600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (path,) = tmp_path.glob("gpu-compare_tiny_*.json")
+    out = json.loads(path.read_text())
+    assert out["errors"] == [], out["errors"]
+    assert {(c["model"], c["seq"]) for c in out["cells"]} == {("tiny", 256), ("tiny", 512)}
+    for c in out["cells"]:
+        assert c["bookft"]["tokens_per_s"] > 0 and c["torch"]["tokens_per_s"] > 0 and c["bookft_over_torch"] > 0
+        assert c["bookft"]["kernel"] == "xla" and c["bookft"]["mfu"] is None  # CPU: no bf16 peak, no MFU
+    assert out["longest"] == {"bookft": 2048, "torch": 2048}  # 512, 1024, 2048: three probes fit
+    xla = [r for r in out["kernels"] if r["kernel"] == "bookft-xla"]
+    assert xla and xla[0]["max_abs_err_2k"] < 0.05 and xla[0]["fwd_bwd_s"] > 0  # ran; bf16 outputs of size ~1
+    assert "versions" in out and "command" in out  # the benchrecord header

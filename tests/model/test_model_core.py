@@ -132,9 +132,11 @@ def test_scan_unrolled_and_remat_policies_agree():
     loss, grads = variant("full", False)(state)
     np.testing.assert_allclose(loss, ref_loss, rtol=1e-5)
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6), grads, ref_grads)
-    for remat, marker in (("save_dots", "only_if_no_batch_dims=True"), ("offload", "offload_dot")):
+    # jax 0.10 prints the save_dots policy by its arguments, jax 0.12 by its name
+    for remat, markers in (("save_dots", ("only_if_no_batch_dims=True", "dots_with_no_batch_dims_saveable")),
+                           ("offload", ("offload_dot",))):
         jaxpr = str(jax.make_jaxpr(variant(remat, True))(state))
-        assert marker in jaxpr, remat
+        assert any(m in jaxpr for m in markers), remat
 
 
 def test_trainable_mask_and_filter():

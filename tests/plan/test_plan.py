@@ -5,6 +5,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from bookft.attention.kernel_splash import splash_available
 from bookft.errors import PlanError
 from bookft.plan.topology import parse_topology
 from bookft.train.config import load_run_config
@@ -27,6 +28,8 @@ def test_topology_names():
 @pytest.fixture(scope="module")
 def tiny():
     pytest.importorskip("libtpu")
+    if not splash_available():
+        pytest.skip("plan compiles Tokamax's splash kernel: Python >= 3.12 with bookft[tpu]")
     return load_run_config("configs/tiny-cpu.yaml", ["model.num_layers=1", "data.batch_size=1"])
 
 
@@ -140,3 +143,23 @@ def test_compiler_errors_become_readable_answers():
                  "(124.63G) exceeds available HBM (95.74G).")
     assert temps == "does not fit: the compiler needs 124.63GB of temporaries per chip, 95.74GB of HBM available"
     assert _oom("INTERNAL: something else") is None  # a real failure is raised, not hidden
+
+
+@pytest.mark.parametrize("name", ["v6e:2x2", "v7:2x2x1"])
+def test_tiny_compiles_for_newer_generations(tiny, name):
+    """v6e (Trillium) and v7x (Ironwood) where the installed libtpu knows them (0.0.51 knows both)."""
+    from bookft.plan.build import plan_one
+    from bookft.plan.topology import topology_devices
+
+    topo = parse_topology(name)
+    try:
+        devices = topology_devices(topo)
+    except PlanError as e:
+        pytest.skip(f"this libtpu does not know {name}: {e}")
+    import dataclasses
+
+    cfg = dataclasses.replace(tiny, parallel=dataclasses.replace(tiny.parallel, mesh={"data": 1, "fsdp": 1,
+                                                                                      "context": 2}))
+    r = plan_one(cfg, topo, devices[:2], seq_len=8192, strategy="ring", remat="full")
+    assert r.fits and r.error is None and r.splash_in_hlo, r.error
+    assert 0 < r.peak_bytes < topo.hbm_per_device
