@@ -16,7 +16,8 @@ Only public names of Tokamax and JAX are used:
   (`causal` from the engine) conds between the two static masks.
 - Block sizes come from Tokamax (its autotuning cache, else its heuristics: 1024 when the chunk is
   a multiple of 1024, else 128; the backward uses dq_reduction_steps=3 past three kv blocks), so a
-  chunk must be a multiple of 128 tokens. attention.block_q/block_kv size the xla kernel only.
+  chunk must be a multiple of 128 tokens. Its cache-miss warning is filtered (one per trace).
+  attention.block_q/block_kv size the xla kernel only.
 - The kernel does not scale q; the strategy scales q by 1/sqrt(D) before calling.
 - Layout: bookft uses [B, S, H, D]; splash wants [H, S, D] per batch row (vmapped over B).
 - On CPU (tests) the Pallas calls run under `jax.experimental.pallas.tpu.force_tpu_interpret_mode`
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import sys
 import typing
 from dataclasses import dataclass
@@ -49,6 +51,12 @@ def _pick(union, field: str):
     return None
 
 
+def _quiet_cache_miss(record: logging.LogRecord) -> bool:
+    """Drop Tokamax's "Autotuning cache miss ... SplashAttention" warning: it falls back to its
+    heuristic blocks (what this kernel documents) and would print once per kernel trace."""
+    return not str(record.msg).startswith("Autotuning cache miss for PallasMosaicTpuSplashAttention")
+
+
 @functools.lru_cache(maxsize=1)
 def tokamax_splash():
     """(op, vjp op, SegmentIds type, Mask type) from Tokamax's public API; AttentionError when absent."""
@@ -64,6 +72,7 @@ def tokamax_splash():
     if seg_ids is None or mask is None:
         raise AttentionError(f"tokamax {tokamax.__version__}: its splash_attention signature no longer names "
                              f"a segment-ids and a causal-mask type; {NEEDS}")
+    logging.getLogger("absl").addFilter(_quiet_cache_miss)
     op = tokamax_tpu.SplashAttention(bypass_device_check=True)
     return op, op.vjp.replace(bypass_device_check=True), seg_ids, mask
 
