@@ -5,7 +5,7 @@ corpus that benchmarks/real_flow.py built (its OUT/corpus: book text and synthes
 block size trains `--steps` steps in its own process, on the same rows in the same order, so the
 cells see the same work and must report the same losses (the blocks change the order of the float
 sums, not the function). The first step compiles and is reported apart. Prints a table and writes
-a new benchmarks/results/flow-step_<config>_<hardware>_<date>.json (the machine, its load, every step).
+a new benchmarks/results/flow_step_<config>_<hardware>_<date>.json (the machine, its load, every step).
 
     python -m benchmarks.flow_step --corpus runs/real-flow-full-seed0/corpus [--blocks 128,256,512,1024]
         [--steps 4] [--model models/smollm2-135m] [--set KEY=VALUE ...]

@@ -33,7 +33,7 @@ SEEDS=${SEEDS:-0,1}
 DTYPE=${DTYPE:-bfloat16}     # compute dtype (parameters stay float32)
 PRESET=configs/smollm2-135m-cpu.yaml
 # one device (on a CPU: one of its devices), no context axis (ring over 1 = plain causal attention);
-# the step's temporaries at 32K: 3.44 GiB (benchmarks/step_memory.py, step-memory_gpu-scan_cpu2_2026-12-04.json)
+# the step's temporaries at 32K: 3.44 GiB (benchmarks/step_memory.py, step_memory_gpu-scan_cpu2_2026-12-04.json)
 RUN_SET=(--set "model.hf_path=$MODEL" --set "model.compute_dtype=$DTYPE" --set "parallel.cpu_devices=1"
          --set "parallel.mesh.context=1" --set "attention.strategy=local" --set "data.seq_len=$SEQ_LEN")
 mkdir -p "$WORK" "$OUT"

@@ -1,8 +1,8 @@
 """bookft beside PyTorch on one GPU: step time, tokens/s and MFU at equal model and length, and the
 longest sequence each trains (the lent-GPU device script; at most ~8 minutes of device time).
 
-    python benchmarks/gpu_compare.py                 # on the GPU machine (H100 / H200)
-    python benchmarks/gpu_compare.py --size tiny     # CPU smoke run (tests/e2e/test_gpu_script.py)
+    python -m benchmarks.gpu_compare                 # on the GPU machine (H100 / H200)
+    python -m benchmarks.gpu_compare --size tiny     # CPU smoke run (tests/e2e/test_gpu_script.py)
 
 Design choices:
 - Both sides train the same Llama shape from random weights: SmolLM2-135M (30 layers, d 576, 9/3

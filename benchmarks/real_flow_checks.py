@@ -12,7 +12,7 @@ flow touched:
 - `eval ppl` at the flow's window lengths on a stretch of each reserved book from 20% of the way in
   (the first --ppl-chars characters after it).
 
-Writes a new benchmarks/results/real-flow-checks_<size>[-<label>]-seed<N>_<hardware>_<date>.json once
+Writes a new benchmarks/results/real_flow_checks_<size>[-<label>]-seed<N>_<hardware>_<date>.json once
 the grids and short are done (ppl still null) and again with ppl, and prints the tables.
 
     python -m benchmarks.real_flow_checks [--seed 0] [--run runs/real-flow-full-seed0] [--label lora]

@@ -7,7 +7,7 @@ haystacks and run config, and pools them with the flow's per-seed results: each 
 mean over every seed, with the seeds it missed. The base grids for the new seeds are cached under
 --cache (keyed like the flow's, with these seeds), so a second run only scores the tuned model.
 
-Writes a new benchmarks/results/real-flow-seeds_<size>[-<label>]-seed<N>_<hardware>_<date>.json (N:
+Writes a new benchmarks/results/real_flow_seeds_<size>[-<label>]-seed<N>_<hardware>_<date>.json (N:
 the flow's seed) and prints the pooled table.
 
     python -m benchmarks.real_flow_seeds --run runs/real-flow-full-seed0 [--seeds 5-9] [--label lora]

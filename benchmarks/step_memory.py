@@ -8,7 +8,7 @@ before spending device time on it (the temporaries' structure is the program's, 
     python -m benchmarks.step_memory [-c configs/smollm2-135m-cpu.yaml] [--seq-len 8192,32768]
         [--devices 1] [--set key=value ...] [--preset gpu-scan] [--json PATH]
 
-Writes a new benchmarks/results/step-memory_<preset>_<hardware>_<date>.json (--preset names the
+Writes a new benchmarks/results/step_memory_<preset>_<hardware>_<date>.json (--preset names the
 settings: gpu-scan for gpu.sh's, gpu-unrolled with --set model.scan_layers=false added).
 """
 

@@ -8,6 +8,8 @@ Design choices:
   shared host mean little without the load average that went with them.
 - `hardware` is a short slug of what ran the figures ("cpu2" for this 2-core host, "h100", "h200",
   "v5p-128-aot" for an ahead-of-time compile), so results of different machines never collide.
+- The bench name keeps its underscores (`real_flow`); the preset and hardware fields never
+  hold one, so a name splits from the right.
 - A rerun on the same day gets a numeric suffix (`_2`, `_3`, ...) instead of replacing a file.
 """
 
@@ -100,11 +102,12 @@ def result_path(bench: str, preset: str, hardware: str, *, results: Path = RESUL
                 date: _dt.date | None = None) -> Path:
     """A fresh `<bench>_<preset>_<hardware>_<date>.json` under `results`: a numeric suffix is added
     when that name is taken, so a rerun never overwrites a result."""
-    def slug(s: str) -> str:
-        return re.sub(r"[^A-Za-z0-9.-]+", "-", s).strip("-") or "default"
+    def slug(s: str, keep: str = "") -> str:
+        return re.sub(rf"[^A-Za-z0-9.{keep}-]+", "-", s).strip("-") or "default"
 
     day = (date or _dt.date.today()).isoformat()
-    stem = "_".join([slug(bench), slug(preset), slug(hardware), day])
+    # the bench keeps its underscores (gpu_compare, real_flow): the last three fields never have one
+    stem = "_".join([slug(bench, keep="_"), slug(preset), slug(hardware), day])
     path, n = results / f"{stem}.json", 1
     while path.exists():
         n += 1

@@ -18,11 +18,11 @@ def test_rerun_never_overwrites(tmp_path):
     import datetime as dt
 
     day = dt.date(2026, 12, 6)
-    p1 = result_path("gpu compare", "1b/32k", "h100", results=tmp_path, date=day)
-    assert p1.name == "gpu-compare_1b-32k_h100_2026-12-06.json"
+    p1 = result_path("gpu_compare", "1b/32k", "h100", results=tmp_path, date=day)
+    assert p1.name == "gpu_compare_1b-32k_h100_2026-12-06.json"
     write_result(p1, record_header([]), {"score": 1})
-    p2 = result_path("gpu compare", "1b/32k", "h100", results=tmp_path, date=day)
-    assert p2.name == "gpu-compare_1b-32k_h100_2026-12-06_2.json"
+    p2 = result_path("gpu_compare", "1b/32k", "h100", results=tmp_path, date=day)
+    assert p2.name == "gpu_compare_1b-32k_h100_2026-12-06_2.json"
     with pytest.raises(FileExistsError):
         write_result(p1, record_header([]), {"score": 2})
     data = json.loads(p1.read_text())

@@ -77,12 +77,12 @@ def test_docs_run_benchmarks_as_modules():
     assert not hits, f"write `python -m benchmarks.NAME`: {hits}"
 
 
-RESULT_NAME = re.compile(r"^[a-z0-9.-]+_[A-Za-z0-9.-]+_[a-z0-9.-]+_\d{4}-\d{2}-\d{2}(_\d+)?\.json$")
-QUOTED_RESULT = re.compile(r"[a-z0-9.-]+_[A-Za-z0-9.{},-]+_[a-z0-9.{},-]+_\d{4}-\d{2}-\d{2}(?:_\d+)?\.json")
+RESULT_NAME = re.compile(r"^[a-z0-9_.-]+_[A-Za-z0-9.-]+_[a-z0-9.-]+_\d{4}-\d{2}-\d{2}(_\d+)?\.json$")
+QUOTED_RESULT = re.compile(r"[a-z0-9_.-]+_[A-Za-z0-9.{},-]+_[a-z0-9.{},-]+_\d{4}-\d{2}-\d{2}(?:_\d+)?\.json")
 
 
 def _expand(name: str) -> list[str]:
-    """`real-flow_full-seed{0,1}_...json` -> both names."""
+    """`real_flow_full-seed{0,1}_...json` -> both names."""
     m = re.search(r"\{([^}]*)\}", name)
     if not m:
         return [name]
@@ -103,7 +103,7 @@ def test_results_are_named_and_quoted_names_exist():
 def test_the_script_checks_can_fail():
     assert _expand("a_b-seed{0,1}_cpu2_2026-12-06.json") == ["a_b-seed0_cpu2_2026-12-06.json",
                                                               "a_b-seed1_cpu2_2026-12-06.json"]
-    assert RESULT_NAME.match("real-flow_full-seed0_cpu2_2026-12-06_2.json") and not RESULT_NAME.match("e2e.json")
+    assert RESULT_NAME.match("real_flow_full-seed0_cpu2_2026-12-06_2.json") and not RESULT_NAME.match("e2e.json")
     assert _sys_path_edits("import sys\nsys.path.insert(0, 'x')\n") == [2]
     assert _sys_path_edits("env = {'PYTHONPATH': '.'}\n") == [1]
     assert _sys_path_edits('"""run without editing sys.path"""\n') == []

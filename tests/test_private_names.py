@@ -14,8 +14,6 @@ EXEMPT = {
     # platform has no SIGKILL, and a pool worker whose parent died
     "bookft/corpus/crash.py": {"os._exit"},
     "bookft/ingest/engine/pool.py": {"os._exit"},
-    # the splash kernel's backward pass, called with the forward's residuals (jax has no public entry)
-    "bookft/attention/kernel_splash.py": {"sk._splash_attention_bwd"},
     # detect-secrets' per-line scan and filters, as its own loop calls them (no public per-line API)
     "bookft/ingest/filters/secrets.py": {"detect_secrets.core.scan._is_filtered_out",
                                          "detect_secrets.core.scan._scan_line"},

@@ -74,7 +74,7 @@ def test_gpu_compare_runs_tiny_on_cpu(tmp_path):
                            "--results", str(tmp_path), "--budget", "1500"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=1600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    (path,) = tmp_path.glob("gpu-compare_tiny_*.json")
+    (path,) = tmp_path.glob("gpu_compare_tiny_*.json")
     out = json.loads(path.read_text())
     assert out["errors"] == [], out["errors"]
     assert {(c["model"], c["seq"]) for c in out["cells"]} == {("tiny", 256), ("tiny", 512)}
