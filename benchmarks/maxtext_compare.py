@@ -25,6 +25,7 @@ Design choices:
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import subprocess
 import sys
@@ -65,27 +66,31 @@ def next_length(fit: dict[int, float], failed: list[int], capacity: float, unit:
     return int(min(max(guess // unit * unit, lo + unit), 4 * lo))
 
 
-def search_longest(probe: Probe, known: dict[int, dict], capacity: float, *, budget: int = 4,
-                   unit: int = M) -> tuple[int | None, list[dict]]:
-    """Longest length that fits, from the `known` cells and at most `budget` calls of `probe`
-    (length -> {"fits": bool, "peak_gib": float | None}); (None, []) when no known cell fits."""
+def search_longest(probe: Probe, known: dict[int, dict], capacity: float, *, budget: int = 4, unit: int = M,
+                   stop: Callable[[int], bool] = lambda n: False) -> tuple[int | None, list[dict], bool]:
+    """(longest length that fits, the probes made, whether the search ran to its end) from the
+    `known` cells and at most `budget` calls of `probe` (length -> {"fits", "peak_gib"}). The search
+    ends early where `stop(length)` is true: the longest fit is then a lower bound. (None, [], True) when no
+    known cell fits."""
     fit = {n: c["peak_gib"] for n, c in known.items() if c.get("fits")}
     failed = [n for n, c in known.items() if not c.get("fits")]
     if not fit:
-        return None, []
+        return None, [], True
     tried: list[dict] = []
     while len(tried) < budget and (n := next_length(fit, failed, capacity, unit)) is not None:
+        if stop(n):
+            return max(fit), tried, False
         cell = probe(n)
         tried.append(cell)
         if cell.get("fits"):
             fit[n] = cell["peak_gib"]
         else:
             failed.append(n)
-    return max(fit), tried
+    return max(fit), tried, True
 
 
 def tool_entry(tool: str, topology: str, cp: int, cells: dict[int, dict], longest: int | None,
-               tried: list[dict]) -> dict:
+               tried: list[dict], complete: bool = True) -> dict:
     """One tool's entry in the result file: settings, versions, peaks at 1M / 4M, longest."""
     first = next(iter(cells.values()), {})
     return {
@@ -94,6 +99,7 @@ def tool_entry(tool: str, topology: str, cp: int, cells: dict[int, dict], longes
         "peak_gib": {f"{n // M}M": cells[n].get("peak_gib") for n in sorted(cells)},
         "fits": {f"{n // M}M": cells[n].get("fits") for n in sorted(cells)},
         "longest": longest,
+        "longest_is_lower_bound": not complete,
         "search": [{k: c.get(k) for k in ("seq_len", "fits", "peak_gib", "compile_s", "error")} for c in tried],
         "cells": [cells[n] for n in sorted(cells)],
     }
@@ -108,21 +114,43 @@ def ratios(tools: dict[str, dict]) -> dict[str, float | None]:
     return out
 
 
-def run_worker(python: str, tool: str, seq_len: int, topology: str, log: Path) -> dict:
-    """One compile in a fresh process under `python`; its RESULT_TAG line, or a failure row."""
-    cmd = ["nice", "-n", "10", python, str(WORKER), "--tool", tool, "--seq-len", str(seq_len), "--topology", topology]
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("a") as f:
-        f.write(f"$ {' '.join(cmd)}\n{out.stdout[-4000:]}\n{out.stderr[-4000:]}\n")
-    for line in out.stdout.splitlines():
-        if line.startswith(RESULT_TAG):
-            row = json.loads(line[len(RESULT_TAG):])
-            print(f"{tool:8s} {seq_len:>11,}  fits={row['fits']}  peak={row.get('peak_gib')}  "
-                  f"{row['compile_s']:.0f} s", flush=True)
-            return row
-    err = (out.stderr.strip().splitlines() or ["no output"])[-1][:400]
-    return {"tool": tool, "seq_len": seq_len, "fits": False, "peak_gib": None, "error": f"worker failed: {err}"}
+def logged_results(log: Path) -> dict[str, dict]:
+    """Worker results in an earlier run's log, by the exact command that produced them."""
+    out: dict[str, dict] = {}
+    if not log.is_file():
+        return out
+    text = "\n" + log.read_text()
+    for block in text.split("\n$ ")[1:]:
+        cmd, _, rest = block.partition("\n")
+        for line in rest.splitlines():
+            if line.startswith(RESULT_TAG):
+                out[cmd] = {**json.loads(line[len(RESULT_TAG):]), "reused_from": str(log)}
+    return out
+
+
+def worker_cmd(python: str, tool: str, seq_len: int, topology: str) -> list[str]:
+    return ["nice", "-n", "10", python, str(WORKER), "--tool", tool, "--seq-len", str(seq_len), "--topology", topology]
+
+
+def run_worker(python: str, tool: str, seq_len: int, topology: str, log: Path, reuse: dict | None = None) -> dict:
+    """One compile in a fresh process under `python` (or its result in `reuse`, same command)."""
+    cmd = worker_cmd(python, tool, seq_len, topology)
+    if reuse and " ".join(cmd) in reuse:
+        row = reuse[" ".join(cmd)]
+    else:
+        out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("a") as f:
+            f.write(f"$ {' '.join(cmd)}\n{out.stdout[-4000:]}\n{out.stderr[-4000:]}\n")
+        tagged = [ln for ln in out.stdout.splitlines() if ln.startswith(RESULT_TAG)]
+        if not tagged:
+            err = (out.stderr.strip().splitlines() or ["no output"])[-1][:400]
+            return {"tool": tool, "seq_len": seq_len, "fits": False, "peak_gib": None,
+                    "error": f"worker failed: {err}"}
+        row = json.loads(tagged[-1][len(RESULT_TAG):])
+    print(f"{tool:8s} {seq_len:>11,}  fits={row['fits']}  peak={row.get('peak_gib')}  {row['compile_s']:.0f} s"
+          + ("  (reused)" if "reused_from" in row else ""), flush=True)
+    return row
 
 
 def ensure_env(venv: Path, python: str) -> str:
@@ -143,6 +171,14 @@ def ensure_env(venv: Path, python: str) -> str:
     return str(py)
 
 
+def past(hhmm: str | None) -> Callable[[], bool]:
+    """A test that is true once the UTC clock reads `hhmm` or later today (never when None)."""
+    if hhmm is None:
+        return lambda: False
+    h, m = (int(x) for x in hhmm.split(":"))
+    return lambda: dt.datetime.now(dt.UTC).time() >= dt.time(h, m)
+
+
 def default_python() -> str:
     try:
         prefix = subprocess.run(["pyenv", "prefix", "3.12.1"], capture_output=True, text=True, check=True)
@@ -160,6 +196,9 @@ def main() -> None:
     ap.add_argument("--venv", type=Path, default=Path.home() / ".cache" / "bookft-maxtext" / "venv")
     ap.add_argument("--python", default=None, help="Python 3.12 for the environment (default: pyenv 3.12.1)")
     ap.add_argument("--no-baseline", action="store_true", help="skip bookft's 1M cell on this Python")
+    ap.add_argument("--reuse", action="store_true", help="take results of identical commands from compiles.log")
+    ap.add_argument("--stop-at", default=None, help="UTC HH:MM after which no search compile starts (the "
+                    "longest fit so far is then recorded as a lower bound)")
     a = ap.parse_args()
     header = record_header()
     py = ensure_env(a.venv, a.python or default_python())
@@ -168,17 +207,23 @@ def main() -> None:
     capacity = topo.hbm_per_device / 2**30  # v5p: the 95.73 GB libtpu reports per chip
     lengths = [int(x) for x in a.seq_lens.split(",")]
     tools: dict[str, dict] = {}
+    reuse = logged_results(log) if a.reuse else None
+
+    deadline = past(a.stop_at)
 
     def one_tool(tool: str) -> None:
-        probe = lambda n: run_worker(py, tool, n, a.topology, log)  # noqa: E731
+        probe = lambda n: run_worker(py, tool, n, a.topology, log, reuse)  # noqa: E731
+        # past the deadline, only lengths already in the log are still taken
+        stop = lambda n: deadline() and " ".join(worker_cmd(py, tool, n, a.topology)) not in (reuse or {})  # noqa: E731
         cells = {n: probe(n) for n in lengths}
-        longest, tried = (None, []) if a.no_search else search_longest(probe, cells, capacity, budget=a.budget)
-        tools[tool] = tool_entry(tool, a.topology, topo.n_devices, cells, longest, tried)
+        longest, tried, complete = ((None, [], True) if a.no_search else
+                                    search_longest(probe, cells, capacity, budget=a.budget, stop=stop))
+        tools[tool] = tool_entry(tool, a.topology, topo.n_devices, cells, longest, tried, complete)
 
     threads = [threading.Thread(target=one_tool, args=(t,)) for t in ("bookft", "maxtext")]
     for t in threads:
         t.start()
-    baseline = None if a.no_baseline else run_worker(sys.executable, "bookft", lengths[0], a.topology, log)
+    baseline = None if a.no_baseline else run_worker(sys.executable, "bookft", lengths[0], a.topology, log, reuse)
     for t in threads:
         t.join()
     body = {"preset": "llama-3.1-8b-ring-cp64", "capacity_gib": capacity, "tools": tools, "ratios": ratios(tools),
