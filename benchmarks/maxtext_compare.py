@@ -46,6 +46,7 @@ SETTINGS = {"batch": 1, "remat": "offload_input (MaxText: remat_policy=custom de
             "strategy": "ring", "dtype": "bfloat16 activations, float32 weights"}
 
 Probe = Callable[[int], dict]
+NOT_RUN = {"fits": None, "peak_gib": None, "error": "not compiled: past --stop-at"}
 
 
 def next_length(fit: dict[int, float], failed: list[int], capacity: float, unit: int = M) -> int | None:
@@ -73,15 +74,17 @@ def search_longest(probe: Probe, known: dict[int, dict], capacity: float, *, bud
     ends early where `stop(length)` is true: the longest fit is then a lower bound. (None, [], True) when no
     known cell fits."""
     fit = {n: c["peak_gib"] for n, c in known.items() if c.get("fits")}
-    failed = [n for n, c in known.items() if not c.get("fits")]
-    if not fit:
-        return None, [], True
+    failed = [n for n, c in known.items() if c.get("fits") is False]
+    if not fit:  # nothing to start from; complete only when every known cell has an answer
+        return None, [], all(c.get("fits") is not None for c in known.values())
     tried: list[dict] = []
     while len(tried) < budget and (n := next_length(fit, failed, capacity, unit)) is not None:
         if stop(n):
             return max(fit), tried, False
         cell = probe(n)
         tried.append(cell)
+        if cell.get("fits") is None:  # interrupted: no answer at this length
+            return max(fit), tried, False
         if cell.get("fits"):
             fit[n] = cell["peak_gib"]
         else:
@@ -111,6 +114,7 @@ def ratios(tools: dict[str, dict]) -> dict[str, float | None]:
     out = {f"peak_{k}": (b["peak_gib"][k] / m["peak_gib"][k] if b["peak_gib"].get(k) and m["peak_gib"].get(k)
                          else None) for k in b["peak_gib"]}
     out["longest"] = b["longest"] / m["longest"] if b.get("longest") and m.get("longest") else None
+    out["longest_from_lower_bounds"] = bool(b.get("longest_is_lower_bound") or m.get("longest_is_lower_bound"))
     return out
 
 
@@ -143,10 +147,10 @@ def run_worker(python: str, tool: str, seq_len: int, topology: str, log: Path, r
         with log.open("a") as f:
             f.write(f"$ {' '.join(cmd)}\n{out.stdout[-4000:]}\n{out.stderr[-4000:]}\n")
         tagged = [ln for ln in out.stdout.splitlines() if ln.startswith(RESULT_TAG)]
-        if not tagged:
+        if not tagged:  # killed (fits unknown) or crashed (reported, counted as not fitting)
             err = (out.stderr.strip().splitlines() or ["no output"])[-1][:400]
-            return {"tool": tool, "seq_len": seq_len, "fits": False, "peak_gib": None,
-                    "error": f"worker failed: {err}"}
+            return {"tool": tool, "seq_len": seq_len, "fits": None if out.returncode < 0 else False,
+                    "peak_gib": None, "error": f"worker failed (exit {out.returncode}): {err}"}
         row = json.loads(tagged[-1][len(RESULT_TAG):])
     print(f"{tool:8s} {seq_len:>11,}  fits={row['fits']}  peak={row.get('peak_gib')}  {row['compile_s']:.0f} s"
           + ("  (reused)" if "reused_from" in row else ""), flush=True)
@@ -212,9 +216,10 @@ def main() -> None:
     deadline = past(a.stop_at)
 
     def one_tool(tool: str) -> None:
-        probe = lambda n: run_worker(py, tool, n, a.topology, log, reuse)  # noqa: E731
         # past the deadline, only lengths already in the log are still taken
         stop = lambda n: deadline() and " ".join(worker_cmd(py, tool, n, a.topology)) not in (reuse or {})  # noqa: E731
+        probe = lambda n: (NOT_RUN | {"seq_len": n} if stop(n) else  # noqa: E731
+                           run_worker(py, tool, n, a.topology, log, reuse))
         cells = {n: probe(n) for n in lengths}
         longest, tried, complete = ((None, [], True) if a.no_search else
                                     search_longest(probe, cells, capacity, budget=a.budget, stop=stop))

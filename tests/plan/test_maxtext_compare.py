@@ -76,6 +76,17 @@ def test_next_length_stops_when_the_gap_is_one_unit():
     assert next_length({8 * M: 40.0}, [], CAP) == 17 * M  # 8M + (89.2 - 40) / 5 GiB per M, floored
 
 
+def test_an_interrupted_compile_ends_the_search_without_counting_as_a_failure():
+    probe, calls = fake_tool(2.5, 2.0)
+    cells = known(probe)
+    answers = iter([{"seq_len": 16 * M, "fits": True, "peak_gib": 42.0}, {"seq_len": 34 * M, "fits": None}])
+    longest, tried, done = search_longest(lambda n: next(answers), cells, CAP)
+    assert longest == 16 * M and len(tried) == 2 and not done
+    cells[4 * M] = {"fits": None}
+    del cells[M]
+    assert search_longest(probe, cells, CAP) == (None, [], False)
+
+
 def test_no_fitting_start_means_no_search():
     probe, calls = fake_tool(100.0, 0.0)
     cells = known(probe)
@@ -99,7 +110,7 @@ def test_entry_shape_and_ratios_are_json():
     assert back["maxtext"]["search"][0]["seq_len"] == 16 * M
     r = ratios(tools)
     assert r["peak_1M"] == pytest.approx(0.5) and r["peak_4M"] == pytest.approx(0.6)
-    assert r["longest"] == pytest.approx(2.0)
+    assert r["longest"] == pytest.approx(2.0) and not r["longest_from_lower_bounds"]
 
 
 def test_logged_results_reused_by_exact_command(tmp_path):
