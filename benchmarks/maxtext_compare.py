@@ -167,6 +167,9 @@ def ensure_env(venv: Path, python: str) -> str:
                           capture_output=True, text=True).stdout.strip()
     if have != MAXTEXT.split("==")[1]:
         subprocess.run([*pip, MAXTEXT], check=True)
+    where = subprocess.run([str(py), "-c", "import bookft; print(bookft.__file__)"], capture_output=True, text=True)
+    if where.stdout.strip().startswith(str(ROOT)):  # this checkout is already installed there (editable)
+        return str(py)
     frozen = subprocess.run([str(py), "-m", "pip", "freeze"], capture_output=True, text=True, check=True).stdout
     pins = [ln for ln in frozen.splitlines() if ln.split("==")[0].lower() in PINNED]
     constraints = venv / "bookft-constraints.txt"
@@ -232,7 +235,9 @@ def main() -> None:
     for t in threads:
         t.join()
     body = {"preset": "llama-3.1-8b-ring-cp64", "capacity_gib": capacity, "tools": tools, "ratios": ratios(tools),
-            "targets": {"peak": "bookft <= 0.7x MaxText at 1M and 4M", "longest": "bookft >= 1.5x MaxText"}}
+            "targets": {"peak": "bookft <= 0.7x MaxText at 1M and 4M", "longest": "bookft >= 1.5x MaxText"},
+            "note": "the header's versions are those of the Python that ran this script; each tool compiled "
+                    "under tools.<tool>.versions"}
     if baseline:
         body["bookft_versions_effect"] = {
             "seq_len": lengths[0],
@@ -258,8 +263,9 @@ def print_table(body: dict) -> None:
     for name, e in tools.items():
         v = e["versions"]
         t.add_row(name, f"{v['jax']} / {v['libtpu']}", *(fmt(e["peak_gib"][k]) for k in keys),
-                  f"{e['longest']:,}" if e["longest"] else "-")
-    t.add_row("bookft / MaxText", "", *(fmt(r[f"peak_{k}"]) for k in keys), fmt(r["longest"]))
+                  (">= " if e.get("longest_is_lower_bound") else "") + (f"{e['longest']:,}" if e["longest"] else "-"))
+    t.add_row("bookft / MaxText", "", *(fmt(r[f"peak_{k}"]) for k in keys),
+              fmt(r["longest"]) + (" (lower bounds)" if r.get("longest_from_lower_bounds") else ""))
     Console().print(t)
 
 
