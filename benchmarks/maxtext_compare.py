@@ -113,8 +113,11 @@ def ratios(tools: dict[str, dict]) -> dict[str, float | None]:
     b, m = tools["bookft"], tools["maxtext"]
     out = {f"peak_{k}": (b["peak_gib"][k] / m["peak_gib"][k] if b["peak_gib"].get(k) and m["peak_gib"].get(k)
                          else None) for k in b["peak_gib"]}
-    out["longest"] = b["longest"] / m["longest"] if b.get("longest") and m.get("longest") else None
+    r = b["longest"] / m["longest"] if b.get("longest") and m.get("longest") else None
     out["longest_from_lower_bounds"] = bool(b.get("longest_is_lower_bound") or m.get("longest_is_lower_bound"))
+    # MaxText's longest only a lower bound: the ratio is then only an upper bound, not a figure
+    out["longest"] = None if m.get("longest_is_lower_bound") else r
+    out["longest_at_most"] = r if m.get("longest_is_lower_bound") and not b.get("longest_is_lower_bound") else None
     return out
 
 
@@ -206,6 +209,7 @@ def main() -> None:
     ap.add_argument("--reuse", action="store_true", help="take results of identical commands from compiles.log")
     ap.add_argument("--stop-at", default=None, help="UTC HH:MM after which no search compile starts (the "
                     "longest fit so far is then recorded as a lower bound)")
+    ap.add_argument("--note", action="append", default=[], help="a line for the result's notes (repeatable)")
     a = ap.parse_args()
     header = record_header()
     py = ensure_env(a.venv, a.python or default_python())
@@ -237,7 +241,7 @@ def main() -> None:
     body = {"preset": "llama-3.1-8b-ring-cp64", "capacity_gib": capacity, "tools": tools, "ratios": ratios(tools),
             "targets": {"peak": "bookft <= 0.7x MaxText at 1M and 4M", "longest": "bookft >= 1.5x MaxText"},
             "note": "the header's versions are those of the Python that ran this script; each tool compiled "
-                    "under tools.<tool>.versions"}
+                    "under tools.<tool>.versions", "notes": a.note}
     if baseline:
         body["bookft_versions_effect"] = {
             "seq_len": lengths[0],
@@ -265,7 +269,7 @@ def print_table(body: dict) -> None:
         t.add_row(name, f"{v['jax']} / {v['libtpu']}", *(fmt(e["peak_gib"][k]) for k in keys),
                   (">= " if e.get("longest_is_lower_bound") else "") + (f"{e['longest']:,}" if e["longest"] else "-"))
     t.add_row("bookft / MaxText", "", *(fmt(r[f"peak_{k}"]) for k in keys),
-              fmt(r["longest"]) + (" (lower bounds)" if r.get("longest_from_lower_bounds") else ""))
+              fmt(r["longest"]) if r.get("longest_at_most") is None else f"<= {r['longest_at_most']:.2f}")
     Console().print(t)
 
 

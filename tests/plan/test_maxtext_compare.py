@@ -111,6 +111,9 @@ def test_entry_shape_and_ratios_are_json():
     r = ratios(tools)
     assert r["peak_1M"] == pytest.approx(0.5) and r["peak_4M"] == pytest.approx(0.6)
     assert r["longest"] == pytest.approx(2.0) and not r["longest_from_lower_bounds"]
+    tools["maxtext"]["longest_is_lower_bound"] = True  # its search was cut short
+    r = ratios(tools)
+    assert r["longest"] is None and r["longest_at_most"] == pytest.approx(2.0)
 
 
 def test_logged_results_reused_by_exact_command(tmp_path):
