@@ -16,7 +16,10 @@ versions alone change. Results: benchmarks/results/maxtext_compare_<preset>_<har
 Design choices:
 - Every compile runs in its own process (benchmarks/maxtext_worker.py): the memory a compile at
   millions of tokens holds is only returned when its process ends, and MaxText needs Python 3.12.
-  The two tools' compiles run side by side (two processes, about 3 GB of memory each at 1M).
+  The two tools' compiles run side by side (two processes, about 3 GB of memory each at 1M; MaxText
+  needs 15-18 GB at 7M-16M tokens, more than a 24 GiB host shared with other jobs could give).
+- A compile killed from outside (the OOM killer, a signal) is no answer: the search ends there and
+  the longest fit so far is recorded as a lower bound; `--reuse` continues from the log later.
 - The search starts from the measured 1M and 4M peaks: it probes where the line through the two
   longest fitting lengths reaches the chip's HBM, and bisects between the longest fit and the
   shortest failure once a probe has failed. Lengths are whole multiples of 1M tokens.
