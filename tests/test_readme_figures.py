@@ -19,7 +19,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
 
 E2E = "e2e_tiny-cpu_cpu2_2026-12-02.json"
-PLAN = "plan_llama-3.1-8b_v5p-aot_2026-12-02.json"
+MAXTEXT = "maxtext_compare_llama-3.1-8b-ring-cp64_v5p-128-aot_2026-12-06.json"
 ATTENTION = "attention_default_cpu2_2026-12-01.json"
 FLOW0 = "real_flow_full-seed0_cpu2_2026-12-06.json"
 FLOW1 = "real_flow_full-seed1_cpu2_2026-12-06.json"
@@ -30,16 +30,11 @@ MODEL = "model_1b-float32_cpu2_2026-11-30.json"
 SOURCES = "sources_200-chapters_cpu2_2026-12-01.json"
 
 
-def _plan_cell(d: dict, seq_len: int) -> float:
-    """The preset's program (MLP chunks of 4,096) at seq_len, ring + offload_input on v5p-128."""
-    cells = [c for c in d["cells"] if (c["topology"], c["seq_len"], c["strategy"], c["remat"], c["mlp_chunk"])
-             == ("v5p:4x4x4", seq_len, "ring", "offload_input", 4096)]
-    return cells[-1]["peak_gib"]
-
-
-def _longest(d: dict) -> int:
-    return next(r["max_seq_len"] for r in d["max_seq_len"]
-                if (r["topology"], r["strategy"], r["remat"]) == ("v5p:4x4x4", "ring", "offload_input"))
+def _bookft(d: dict, key: str):
+    """bookft's entry of the MaxText comparison (ring, CP 64, offload of layer inputs, v5p-128)."""
+    entry = d["tools"]["bookft"]
+    assert (entry["settings"]["strategy"], entry["settings"]["cp"]) == ("ring", 64)
+    return entry[key]
 
 
 def _balance(d: dict) -> float:
@@ -57,10 +52,11 @@ FIGURES = {
         ("5", E2E, lambda d: d["draws_meeting_target"]), ("5", E2E, lambda d: len(d["draws"])),
         ("921", E2E, lambda d: min(x["wall_s"] for x in d["draws"])),
         ("1,147", E2E, lambda d: max(x["wall_s"] for x in d["draws"]))],
-    "Llama-3.1-8B step at 1M tokens, v5p-128, ring, offload_input": [
-        ("5.6", PLAN, lambda d: _plan_cell(d, 1 << 20))],
-    "the same at 4M tokens": [("13.2", PLAN, lambda d: _plan_cell(d, 1 << 22))],
-    "longest 8B sequence on v5p-128, ring": [("27,262,976", PLAN, _longest)],
+    "Llama-3.1-8B per chip, 1M tokens, v5p-128, ring, offload_input": [
+        ("4.33", MAXTEXT, lambda d: _bookft(d, "peak_gib")["1M"]), ("0.66", MAXTEXT, lambda d: d["ratios"]["peak_1M"])],
+    "the same at 4M tokens": [
+        ("9.83", MAXTEXT, lambda d: _bookft(d, "peak_gib")["4M"]), ("0.51", MAXTEXT, lambda d: d["ratios"]["peak_4M"])],
+    "longest 8B sequence on v5p-128, ring": [("32,505,856", MAXTEXT, lambda d: _bookft(d, "longest"))],
     "packed books under zig-zag, cp 64, busiest device / mean": [("1.003", ATTENTION, _balance)],
     "SmolLM2-135M, 11 books, full fine-tune: vartrack, seeds 0/1": [
         ("0.04", FLOW0, _flow("vartrack", "base")), ("0.93", FLOW0, _flow("vartrack", "tuned")),
