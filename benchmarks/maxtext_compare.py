@@ -241,7 +241,8 @@ def main() -> None:
     baseline = None if a.no_baseline else run_worker(sys.executable, "bookft", lengths[0], a.topology, log, reuse)
     for t in threads:
         t.join()
-    body = {"preset": "llama-3.1-8b-ring-cp64", "capacity_gib": capacity, "tools": tools, "ratios": ratios(tools),
+    preset = f"llama-3.1-8b-ring-cp{topo.n_devices}"
+    body = {"preset": preset, "capacity_gib": capacity, "tools": tools, "ratios": ratios(tools),
             "targets": {"peak": "bookft <= 0.7x MaxText at 1M and 4M", "longest": "bookft >= 1.5x MaxText"},
             "note": "the header's versions are those of the Python that ran this script; each tool compiled "
                     "under tools.<tool>.versions", "notes": a.note}
@@ -251,7 +252,7 @@ def main() -> None:
             "default_env": {"peak_gib": baseline.get("peak_gib"), "versions": baseline.get("versions")},
             "compare_env": {"peak_gib": tools["bookft"]["peak_gib"].get(f"{lengths[0] // M}M"),
                             "versions": tools["bookft"]["versions"]}}
-    path = write_result(result_path("maxtext_compare", "llama-3.1-8b-ring-cp64", f"{a.topology}-aot"), header, body)
+    path = write_result(result_path("maxtext_compare", preset, f"{a.topology}-aot"), header, body)
     print_table(body)
     print(f"wrote {path.relative_to(ROOT)}")
 
