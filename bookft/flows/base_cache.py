@@ -9,6 +9,8 @@ Design choices:
   release that writes another tokenizer for the same GGUF keys its own grids. Each run draws its own
   heatmap and page from the cached figures, so its reports stand alone; the cache is a few KB per
   task.
+- The prompts' wording is in the key too, as the source of the modules that write them: cached
+  figures never stand for a prompt that has since been reworded.
 - Base perplexity is cached the same way, one file per lengths and texts beside the grids
   (cache/<key>/ppl-base-<lengths>-<texts' hash>.json).
 """
@@ -62,8 +64,20 @@ def scored_config(cfg) -> dict:
     return d
 
 
+def prompt_fingerprint() -> str:
+    """The source of the modules that write the eval's prompts (task wording, families, placement):
+    a change to any of them keys new base grids rather than reusing figures scored on other text."""
+    from bookft.needles import families, placement, tasks
+
+    h = hashlib.sha256()
+    for module in (tasks, families, placement):
+        h.update(Path(module.__file__).read_bytes())
+    return h.hexdigest()[:16]
+
+
 def cache_key(model_dir: Path, settings: dict, cfg, heldout: list[Path]) -> str:
     h = hashlib.sha256(model_fingerprint(model_dir).encode())
+    h.update(prompt_fingerprint().encode())
     h.update(json.dumps(settings, sort_keys=True).encode())
     h.update(json.dumps(scored_config(cfg), sort_keys=True, default=str).encode())
     for p in heldout:
