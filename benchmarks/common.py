@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -72,15 +73,15 @@ class Record:
 
 def latest(bench: str, results: Path = RESULTS) -> dict[str, Any] | None:
     """The newest `<bench>_*.json` under results (by the date in its name, then its rerun suffix)."""
-    stem = bench.replace("_", "-")
-
-    def order(p: Path) -> tuple[str, int]:
-        parts = p.stem.split("_")
-        n = int(parts[-1]) if len(parts) > 4 and parts[-1].isdigit() else 1
-        return (parts[3] if len(parts) > 3 else "", n)
-
-    found = sorted(results.glob(f"{stem}_*.json"), key=order)
-    return json.loads(found[-1].read_text()) if found else None
+    # what follows the bench: <preset>_<hardware>_<date>[_<rerun>] (the bench may hold underscores,
+    # the other fields never do, so real_flow's files are not real_flow_checks')
+    tail = re.compile(r"^[^_]+_[^_]+_(\d{4}-\d{2}-\d{2})(?:_(\d+))?$")
+    found = []
+    for p in results.glob(f"{bench}_*.json"):
+        m = tail.match(p.stem[len(bench) + 1:])
+        if m:
+            found.append(((m.group(1), int(m.group(2) or 1)), p))
+    return json.loads(max(found)[1].read_text()) if found else None
 
 
 def filler_paragraph(rng: random.Random) -> str:

@@ -27,3 +27,15 @@ def test_rerun_never_overwrites(tmp_path):
         write_result(p1, record_header([]), {"score": 2})
     data = json.loads(p1.read_text())
     assert data["score"] == 1 and "load_avg_end" in data and "machine" in data
+
+
+def test_latest_reads_the_newest_of_its_own_bench(tmp_path):
+    from benchmarks.common import latest
+
+    for name, v in [("real_flow_full-seed0_cpu2_2026-12-03.json", 1), ("real_flow_full-seed0_cpu2_2026-12-06.json", 2),
+                    ("real_flow_full-seed0_cpu2_2026-12-06_2.json", 3),
+                    ("real_flow_checks_full-seed0_cpu2_2026-12-09.json", 9)]:
+        (tmp_path / name).write_text(json.dumps({"v": v}))
+    assert latest("real_flow", tmp_path) == {"v": 3}  # not real_flow_checks' newer file
+    assert latest("real_flow_checks", tmp_path) == {"v": 9}
+    assert latest("plan", tmp_path) is None
