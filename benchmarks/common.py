@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bookft.benchrecord import RESULTS, ROOT, hardware_slug, record_header, result_path, write_result
+from bookft.benchrecord import RESULTS, ROOT, machine, record_header, result_path, write_result
 from bookft.ingest.sample import NAMES, WORDS
 
 CACHE = ROOT / "benchmarks" / "cache"
@@ -57,12 +57,9 @@ class Record:
 
     def write(self, body: dict[str, Any]) -> Path:
         if not self._written:
-            devices = self.devices
-            machine = {**self.header["machine"], "hardware": self.hardware or hardware_slug(devices),
-                       "devices": [str(getattr(d, "device_kind", d)) for d in (devices or [])][:1] or None,
-                       "device_count": len(devices) if devices else None}
-            self.header = {**self.header, "machine": machine}
-            self.path = self.path or result_path(self.bench, self.preset, machine["hardware"], results=self.results)
+            host = machine(self.devices, hardware=self.hardware)
+            self.header = {**self.header, "machine": host}
+            self.path = self.path or result_path(self.bench, self.preset, host["hardware"], results=self.results)
         else:
             self.path.unlink(missing_ok=True)  # this run's own file: the figures so far, replaced
         write_result(self.path, self.header, body)

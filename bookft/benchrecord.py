@@ -77,13 +77,19 @@ def hardware_slug(devices: list | None = None) -> str:
     return f"cpu{os.cpu_count()}"
 
 
+def machine(devices: list | None = None, *, hardware: str | None = None) -> dict[str, Any]:
+    """The machine part of the header: host, Python, and the accelerator the figures ran on."""
+    return {"platform": platform.platform(), "cpu": _cpu_model(), "cpus": os.cpu_count(),
+            "python": platform.python_version(), "hardware": hardware or hardware_slug(devices),
+            "devices": [str(getattr(d, "device_kind", d)) for d in (devices or [])][:1] or None,
+            "device_count": len(devices) if devices else None}
+
+
 def record_header(argv: list[str] | None = None, *, devices: list | None = None) -> dict[str, Any]:
     """The shared header: machine, load at the start, commit, package versions, the command."""
     argv = list(sys.argv if argv is None else argv)
     return {
-        "machine": {"platform": platform.platform(), "cpu": _cpu_model(), "cpus": os.cpu_count(),
-                    "python": platform.python_version(), "hardware": hardware_slug(devices),
-                    "devices": [str(getattr(d, "device_kind", d)) for d in (devices or [])][:1] or None},
+        "machine": machine(devices),
         "load_avg_start": _load(),
         "commit": _commit(),
         "versions": {d: v for d in _VERSIONED if (v := _version(d)) is not None},
