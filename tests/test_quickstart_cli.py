@@ -31,7 +31,7 @@ def model_dir(tmp_path):
     return d
 
 
-def _texts(tmp_path, n: int, chars: int = 7000) -> list:
+def _texts(tmp_path, n: int, chars: int = 9000) -> list:
     out = []
     for i in range(n):
         out.append(tmp_path / f"book{i}.txt")
@@ -80,11 +80,20 @@ def test_the_held_out_text_is_checked_first(tmp_path, model_dir):
     short = tmp_path / "short.txt"
     short.write_text("word " * 400)
     _fails(_run("--model", model_dir, "--docs", a, b, "--heldout", short, "--out", out), str(short), "2,000 characters",
-           "6,000")
+           "8,000")
     pdf = tmp_path / "held.pdf"
     pdf.write_bytes(b"%PDF-1.4\0" + b"x" * 9000)
     _fails(_run("--model", model_dir, "--docs", a, b, "--heldout", pdf, "--out", out), "held.pdf", "plain-text")
     _fails(_run("--model", model_dir, "--docs", a, b, "--heldout", tmp_path, "--out", out), "folder")
+    # the short documents and the held-out texts of other kinds, checked as early
+    _fails(_run("--model", model_dir, "--docs", a, "--heldout", b, "--short", tmp_path / "nope", "--out", out),
+           "--short", "nope")
+    _fails(_run("--model", model_dir, "--docs", a, "--heldout", b, "--heldout-other", pdf, "--out", out),
+           "--heldout-other", "held.pdf", "plain-text")
+    tiny = tmp_path / "tiny.py"
+    tiny.write_text("x = 1\n")
+    _fails(_run("--model", model_dir, "--docs", a, "--heldout", b, "--heldout-other", tiny, "--out", out),
+           "--heldout-other", "tiny.py", "2,000")
     assert not out.exists()
 
 

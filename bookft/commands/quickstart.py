@@ -2,7 +2,7 @@
 your model and documents (bookft/flows/tune.py).
 
 Design choices:
-- `--docs A B C` and `--heldout A B` take several paths after one flag, as README writes them (and
+- `--docs A B C`, `--heldout A B` and `--heldout-other A B` take several paths after one flag, as README writes them (and
   `--docs A --docs B` still works): ManyPaths spreads the words after such a flag into one flag
   each before click parses them, so no path is dropped and every one is checked.
 - Nothing is ingested before the inputs are checked: with --model, the flow checks the model
@@ -20,7 +20,7 @@ from typer.core import TyperCommand
 
 from bookft.errors import ConfigError
 
-MANY = ("--docs", "--heldout")
+MANY = ("--docs", "--heldout", "--heldout-other")
 # the run configs' defaults, as the help names them (train.config.DEFAULT_CONFIG and
 # flows.tune_settings.DEFAULT_PRESET, which tests/test_quickstart_cli.py holds these to; not imported,
 # so `bookft --help` does not load the config layer)
@@ -63,6 +63,10 @@ def register(app: typer.Typer) -> None:
         docs: list[Path] = typer.Option([], "--docs", help="With --model: documents or folders (--docs A B C)."),
         heldout: list[Path] = typer.Option([], "--heldout", help="With --model: held-out plain-text documents "
                                            "(the haystacks and perplexity text; default: the last --docs file)."),
+        short: Path = typer.Option(None, "--short", help="With --model: a folder of short documents of other "
+                                   "kinds (code, articles) for the training mix (ProLong's short share)."),
+        other: list[Path] = typer.Option([], "--heldout-other", help="With --model: held-out texts of other kinds "
+                                         "than the documents (code, legal), scored by perplexity."),
         size: str = typer.Option("small", "--size", help="With --model: small (minutes) or full (hours)."),
         seed: int = typer.Option(0, "--seed", help="With --model: the examples', data order's and init seed."),
         resume: bool = typer.Option(False, "--resume", help="With --model: go on with an interrupted flow in "
@@ -71,7 +75,8 @@ def register(app: typer.Typer) -> None:
         """ingest + eval (base) + train + eval (tuned) on the defaults; prints where the report is.
         With --model: the same on your model and documents (RULER tasks, perplexity, short check)."""
         if model is None:
-            given = [f for f, v in (("--docs", docs), ("--heldout", heldout), ("--size", size != "small"),
+            given = [f for f, v in (("--docs", docs), ("--heldout", heldout), ("--short", short),
+                                    ("--heldout-other", other), ("--size", size != "small"),
                                     ("--seed", seed), ("--resume", resume)) if v]
             if given:
                 raise ConfigError(f"{', '.join(given)}: only with --model DIR (the tune flow); the default loop "
@@ -81,11 +86,12 @@ def register(app: typer.Typer) -> None:
             run_quickstart(corpus_yaml=definition, config=config, run_dir=run_dir, out=out, overrides=list(set_))
             return
         tune(model, list(docs), list(heldout), size=size, out=out, config=config, seed=seed, overrides=list(set_),
-             resume=resume)
+             resume=resume, short=short, other=list(other))
 
 
 def tune(model: Path, docs: list[Path], heldout: list[Path], *, size: str, out: Path, config: Path | None,
-         seed: int, overrides: list[str], resume: bool, console: Console | None = None) -> dict:
+         seed: int, overrides: list[str], resume: bool, short: Path | None = None, other: list[Path] = (),
+         console: Console | None = None) -> dict:
     """`bookft quickstart --model`: the held-out default (the last --docs file), then the flow."""
     from bookft.flows.tune import run_tune_flow
 
@@ -100,5 +106,5 @@ def tune(model: Path, docs: list[Path], heldout: list[Path], *, size: str, out: 
             raise ConfigError("give --heldout PATH, or at least two --docs (the last one is held out)")
         heldout = [docs.pop()]
         console.print(f"holding out the last --docs file, {heldout[0]} (--heldout to choose)")
-    return run_tune_flow(model, docs, heldout, out, config=config, size=size, seed=seed, base_cache=out / "base-cache",
-                         overrides=overrides, console=console, resume=resume)
+    return run_tune_flow(model, docs, heldout, out, config=config, size=size, seed=seed, short=short, other=other,
+                         base_cache=out / "base-cache", overrides=overrides, console=console, resume=resume)

@@ -1,16 +1,17 @@
 """The cache of the tune flow's base evals: a key that names everything a base grid's figures depend on.
 
 Design choices:
-- The base grids are cached as `base_cache/<key>/<task>/results.json`, the key a hash of the model
-  folder's files (config, tokenizer, weights' size and first and last MiB), the grid settings, the
-  run config as it is scored (every section but train, data, checkpoint and the device layout) and
-  the held-out texts: a second run of the flow on the same model and settings (a benchmark's seeds,
-  a new recipe, another machine's mesh) reuses them. The tokenizer files count: a transformers
-  release that writes another tokenizer for the same GGUF keys its own grids. Each run draws its own
-  heatmap and page from the cached figures, so its reports stand alone; the cache is a few KB per
-  task.
-- The prompts' wording is in the key too, as the source of the modules that write them: cached
-  figures never stand for a prompt that has since been reworded.
+- The base grids are cached as `base_cache/<key>/<model>/<task>/results.json` (model: base,
+  fewshot), the key a hash of the model folder's files (config, tokenizer, weights' size and first
+  and last MiB), the grid settings, the run config as it is scored (every section but train, data,
+  checkpoint and the device layout) and the held-out texts: a second run of the flow on the same
+  model and settings (a benchmark's seeds, a new recipe, another machine's mesh) reuses them. The
+  tokenizer files count: a transformers release that writes another tokenizer for the same GGUF keys
+  its own grids. Each run draws its own heatmap and page from the cached figures, so its reports
+  stand alone; the cache is a few KB per task.
+- The prompts' wording is in the key too, as the source of the modules that write them (and of
+  the split and the strict scorer): cached figures never stand for a prompt that has since been
+  reworded.
 - Base perplexity is cached the same way, one file per lengths and texts beside the grids
   (cache/<key>/ppl-base-<lengths>-<texts' hash>.json).
 """
@@ -65,12 +66,15 @@ def scored_config(cfg) -> dict:
 
 
 def prompt_fingerprint() -> str:
-    """The source of the modules that write the eval's prompts (task wording, families, placement):
-    a change to any of them keys new base grids rather than reusing figures scored on other text."""
-    from bookft.needles import families, placement, tasks
+    """The source of the modules that write the eval's prompts (task wording, families, their
+    vocabulary, placement, the few-shot examples), draw the split's seeds and haystacks, and score
+    strict: a change to any of them keys new base grids rather than reusing figures scored on other
+    text or by another rule."""
+    from bookft.eval import protocol, split, strict
+    from bookft.needles import eval_vocab, families, fewshot, placement, task_types, tasks
 
     h = hashlib.sha256()
-    for module in (tasks, families, placement):
+    for module in (tasks, task_types, families, eval_vocab, placement, fewshot, split, strict, protocol):
         h.update(Path(module.__file__).read_bytes())
     return h.hexdigest()[:16]
 

@@ -69,7 +69,7 @@ def run_quickstart(*, corpus_yaml: str | Path | None = None, config: str | Path 
     paths = phases.compare(out / "eval-base", out / "eval-tuned", out / "compare", probe_rows=probes)
     summary = flow_summary(
         settings={"config": str(config or DEFAULT_CONFIG), "name": cfg.name}, tasks=task_figures(
-            {"niah": base}, {"niah": tuned}), train=train_figures(result, probe=probes),
+            {"base": {"niah": base}, "tuned": {"niah": tuned}}), train=train_figures(result, probe=probes),
         corpus=corpus_figures(manifest), times=steps.finish(),
         paths={"out": out, "run": run, "tuned_model": tuned_dir, "report": paths["html"], "compare_png": paths["png"]},
         base={"per_depth": per_depth(base), "summary": base["summary"], "timing": base["timing"]},

@@ -3,8 +3,9 @@ into the texts its phases read.
 
 Design choices:
 - check_inputs runs before the first phase: the model folder (config.json), its tokenizer, every
-  document and every held-out text (plain text, long enough for the perplexity text and the
-  short-context passages after it), each failure a ConfigError naming the path and the problem.
+  document, the short documents, every held-out text and every held-out text of another kind (plain
+  text, long enough for the perplexity text and the short-context passages after it), each failure a
+  ConfigError naming the path and the problem.
 - Held-out documents are plain text (.txt, .md): the flow cuts them by characters. Documents to
   train on may be any format ingest reads (PDF, EPUB, folders, ...).
 """
@@ -18,6 +19,7 @@ from typing import Any
 from bookft.flows.tune_settings import FlowSettings
 
 TEXT_SUFFIXES = (".txt", ".md")
+OTHER_MIN_CHARS = 2_000  # a held-out text of another kind (--heldout-other): scored by perplexity only
 
 
 def cut_text(text: str, start: int, n: int) -> str:
@@ -34,9 +36,11 @@ def read_text(p: Path) -> str:
         return p.read_text(encoding="cp1252", errors="replace")
 
 
-def prepare_texts(docs: list[Path], heldout: list[Path], out: Path, s: FlowSettings) -> dict[str, Any]:
-    """OUT/docs (cut documents, small), OUT/ppl-text and OUT/short-text; the paths."""
-    for d in ("docs", "ppl-text", "short-text"):
+def prepare_texts(docs: list[Path], heldout: list[Path], out: Path, s: FlowSettings,
+                  other: list[Path] = ()) -> dict[str, Any]:
+    """OUT/docs (cut documents, small), OUT/ppl-text, OUT/ppl-other (the held-out texts of other
+    kinds, cut like the books) and OUT/short-text; the paths."""
+    for d in ("docs", "ppl-text", "ppl-other", "short-text"):
         shutil.rmtree(out / d, ignore_errors=True)
         (out / d).mkdir(parents=True)
     if s.doc_chars:  # plain-text files cut to their first characters; folders and other formats as they are
@@ -52,6 +56,10 @@ def prepare_texts(docs: list[Path], heldout: list[Path], out: Path, s: FlowSetti
     for i, (p, t) in enumerate(zip(heldout, texts, strict=True)):
         ppl.append(out / "ppl-text" / f"{i:02d}-{p.stem}.txt")
         ppl[-1].write_text(cut_text(t, 0, s.ppl_chars), encoding="utf-8")
+    others = []
+    for i, p in enumerate(other):
+        others.append(out / "ppl-other" / f"{i:02d}-{p.stem}.txt")
+        others[-1].write_text(cut_text(read_text(p), 0, s.ppl_chars), encoding="utf-8")
     short = 0
     for i in range(s.short_docs):
         t = texts[i % len(texts)]
@@ -60,12 +68,13 @@ def prepare_texts(docs: list[Path], heldout: list[Path], out: Path, s: FlowSetti
         if piece.strip():
             (out / "short-text" / f"passage-{i:02d}.txt").write_text(piece, encoding="utf-8")
             short += 1
-    return {"docs": docs, "ppl": ppl, "short": short}
+    return {"docs": docs, "ppl": ppl, "other": others, "short": short}
 
 
-def check_inputs(model_dir: Path, docs: list[Path], heldout: list[Path], s: FlowSettings) -> None:
-    """The model folder, its tokenizer, every document and every held-out text, checked before the
-    first phase (module doc); a ConfigError names the first path that fails."""
+def check_inputs(model_dir: Path, docs: list[Path], heldout: list[Path], s: FlowSettings, *,
+                 short: Path | None = None, other: list[Path] = ()) -> None:
+    """The model folder, its tokenizer, every document, the short documents and every held-out
+    text, checked before the first phase (module doc); a ConfigError names the first path that fails."""
     from bookft.errors import BookftError, ConfigError
 
     if not (model_dir / "config.json").is_file():
@@ -82,22 +91,28 @@ def check_inputs(model_dir: Path, docs: list[Path], heldout: list[Path], s: Flow
     for p in docs:
         if not p.exists():
             raise ConfigError(f"--docs {p}: no such file or folder")
+    if short is not None and not short.exists():
+        raise ConfigError(f"--short {short}: no such file or folder")
     for p in heldout:
         check_heldout(p, s.ppl_chars)
+    for p in other:
+        check_heldout(p, OTHER_MIN_CHARS, "--heldout-other")
 
 
-def check_heldout(p: Path, ppl_chars: int) -> None:
-    """A held-out text: a plain-text file with more than `ppl_chars` characters (the perplexity text,
-    then the short-context passages)."""
+def check_heldout(p: Path, ppl_chars: int, flag: str = "--heldout") -> None:
+    """A held-out text: a plain-text file with more than `ppl_chars` characters (for --heldout: the
+    perplexity text, then the short-context passages)."""
     from bookft.errors import ConfigError
 
     if not p.is_file():
-        raise ConfigError(f"--heldout {p}: " + ("is a folder; give its plain-text files" if p.is_dir()
+        raise ConfigError(f"{flag} {p}: " + ("is a folder; give its plain-text files" if p.is_dir()
                                                 else "no such file"))
-    if p.suffix.lower() not in TEXT_SUFFIXES or b"\0" in p.read_bytes()[:1 << 16]:
-        raise ConfigError(f"--heldout {p}: not a plain-text file ({', '.join(TEXT_SUFFIXES)}); held-out "
+    # held-out texts of other kinds may be code (.py, .c, ...): any suffix, but text
+    if (flag == "--heldout" and p.suffix.lower() not in TEXT_SUFFIXES) or b"\0" in p.read_bytes()[:1 << 16]:
+        raise ConfigError(f"{flag} {p}: not a plain-text file ({', '.join(TEXT_SUFFIXES)}); held-out "
                           "documents are cut by characters (convert a PDF or EPUB to text first)")
     n = len(read_text(p))
     if n <= ppl_chars:
-        raise ConfigError(f"--heldout {p}: {n:,} characters; a held-out text needs more than {ppl_chars:,} "
-                          "(the first are scored by perplexity, the rest give the short-context passages)")
+        why = ("the first are scored by perplexity, the rest give the short-context passages" if flag == "--heldout"
+               else "it is scored by perplexity")
+        raise ConfigError(f"{flag} {p}: {n:,} characters; a held-out text needs more than {ppl_chars:,} ({why})")

@@ -40,7 +40,7 @@ from rich.console import Console
 from bookft.flows import phases
 from bookft.flows import tune_evals as ev
 from bookft.flows.inputs import check_inputs, prepare_texts
-from bookft.flows.summary import corpus_figures, flow_summary, task_figures, train_figures
+from bookft.flows.summary import corpus_figures, flow_summary, headline, task_figures, train_figures
 from bookft.flows.tune_report import compare_all, ppl_figures, print_summary, short_figures, write_index
 from bookft.flows.tune_settings import DEFAULT_PRESET, SIZES, FlowSettings, base_key_settings, settings_for
 
@@ -71,23 +71,36 @@ def published(root: Path) -> dict | None:
     return manifest
 
 
+def train_corpus(model_dir: Path, docs: list[Path], short: Path | None, out: Path, s: FlowSettings, seed: int) -> dict:
+    """The training corpus's definition (ProLong's recipe, FlowSettings): the documents packed to the
+    longest length, `short` documents as s.short_share of the tokens, and s.rate of the sequences
+    synthesized by s.generator."""
+    data: dict = {"name": "tune-docs", "out": str(out / "corpus"), "workers": s.workers,
+                  "tokenizer": {"path": str(model_dir)}, "packing": {"seq_len": max(s.lengths)},
+                  "sources": [{"path": str(p)} for p in docs],
+                  "retrieval": {"rate": s.rate, "generator": s.generator,
+                                "lengths": list(s.example_lengths or s.lengths),
+                                "length_shares": list(s.length_shares), "kinds": list(s.train_kinds),
+                                "kind_shares": list(s.kind_shares), "task_distractors": s.task_distractors,
+                                "chat_template": None, "context_weight": 0.0, "answer_weight": 1.0,
+                                "corpus_weight": 1.0, "seed": seed}}
+    if short is not None:
+        data["sources"].append({"path": str(short), "name": "short"})
+        data["mix"] = {"short_source": "short", "short_share": s.short_share, "seed": seed}
+    return data
+
+
 def ingest(model_dir: Path, texts: dict, heldout: list[Path], out: Path, s: FlowSettings, seed: int,
-           console: Console, progress: bool, resume: bool = False) -> dict:
-    """OUT/corpus (documents + synthesized examples) and OUT/heldout-corpus; their manifests.
-    `resume`: the corpora an earlier call of this flow published are kept."""
+           console: Console, progress: bool, resume: bool = False, short: Path | None = None) -> dict:
+    """OUT/corpus (documents, short documents, synthesized examples) and OUT/heldout-corpus; their
+    manifests. `resume`: the corpora an earlier call of this flow published are kept."""
     if resume:
         kept = {"train": published(out / "corpus"), "heldout": published(out / "heldout-corpus")}
         if all(kept.values()):
             console.print(f"resumed: corpus {kept['train']['path']}, held-out corpus {kept['heldout']['path']}")
             return kept
     tok = {"path": str(model_dir)}
-    train = _build({"name": "tune-docs", "out": str(out / "corpus"), "workers": s.workers, "tokenizer": tok,
-                    "packing": {"seq_len": max(s.lengths)}, "sources": [{"path": str(p)} for p in texts["docs"]],
-                    "retrieval": {"rate": s.rate, "lengths": list(s.example_lengths or s.lengths),
-                                  "length_shares": list(s.length_shares), "kinds": list(s.train_kinds),
-                                  "kind_shares": list(s.kind_shares), "task_distractors": s.task_distractors,
-                                  "chat_template": None, "context_weight": 0.0, "answer_weight": 1.0,
-                                  "corpus_weight": 1.0, "seed": seed}}, console, progress)
+    train = _build(train_corpus(model_dir, texts["docs"], short, out, s, seed), console, progress)
     sources = [{"path": str(p)} for p in heldout] + [{"path": str(out / "short-text"), "name": "short"}]
     held = _build({"name": "tune-heldout", "out": str(out / "heldout-corpus"), "workers": s.workers,
                    "tokenizer": tok, "packing": {"seq_len": max(s.lengths)}, "sources": sources,
@@ -104,10 +117,13 @@ def ingest(model_dir: Path, texts: dict, heldout: list[Path], out: Path, s: Flow
 
 def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], out: str | Path, *,
                   config: str | Path | None = None, size: str = "small", seed: int = 0,
+                  short: str | Path | None = None, other: list[Path] = (),
                   base_cache: str | Path | None = None, changes: dict | None = None,
                   overrides: list[str] | None = None, console: Console | None = None,
                   progress: bool = True, resume: bool = False) -> dict[str, Any]:
-    """check -> ingest -> base evals (cached) -> train -> export -> tuned evals -> compare; the summary.
+    """check -> ingest -> base and few-shot evals (cached) -> train -> export -> tuned evals -> compare;
+    the summary. `short`: a folder of short documents of other kinds for the training mix; `other`:
+    held-out texts of other kinds (code, legal), scored by perplexity beside the held-out books.
     `overrides` (run-config KEY=VALUE) go after the size's own, into the settings the summary keeps.
     `resume`: an interrupted call with the same arguments (OUT/flow.json) goes on from its corpora and
     its run's last checkpoint (checkpoint.every sets how much an interruption loses)."""
@@ -116,20 +132,23 @@ def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], 
     console = console or Console()
     model_dir, out, s = Path(model_dir), Path(out), settings_for(size, changes)
     s = dataclasses.replace(s, overrides=s.overrides + tuple(overrides or ()))
-    docs, heldout = [Path(p) for p in docs], [Path(p) for p in heldout]
+    docs, heldout, other = [Path(p) for p in docs], [Path(p) for p in heldout], [Path(p) for p in other]
+    short = Path(short) if short is not None else None
     config = Path(config) if config is not None else DEFAULT_PRESET
-    check_inputs(model_dir, docs, heldout, s)
+    check_inputs(model_dir, docs, heldout, s, short=short, other=other)
     cfg = load_run_config(config, [f"model.hf_path={model_dir}", f"data.corpus={out / 'corpus'}",
                                    f"data.seq_len={max(s.lengths)}", f"train.seed={seed}", f"data.seed={seed}",
                                    *([f"train.steps={s.steps}"] if s.steps else []), *s.overrides])
     out.mkdir(parents=True, exist_ok=True)
     resume = _check_resume(out, {"settings": dataclasses.asdict(s), "seed": seed, "config": str(config),
                                  "model": str(model_dir), "docs": [str(p) for p in docs],
-                                 "heldout": [str(p) for p in heldout]}, resume)
-    steps = phases.Steps(console, 5)
-    texts = steps.timed("prepare_s", prepare_texts, docs, heldout, out, s)
+                                 "heldout": [str(p) for p in heldout], "short": str(short) if short else None,
+                                 "other": [str(p) for p in other]}, resume)
+    steps = phases.Steps(console, 6 if s.fewshot else 5)
+    texts = steps.timed("prepare_s", prepare_texts, docs, heldout, out, s, other=other)
     steps.rule("ingest")
-    manifests = steps.timed("ingest_s", ingest, model_dir, texts, heldout, out, s, seed, console, progress, resume)
+    manifests = steps.timed("ingest_s", ingest, model_dir, texts, heldout, out, s, seed, console, progress, resume,
+                            short=short)
     if cfg.parallel.cpu_devices:
         from bookft.parallel.mesh import ensure_cpu_devices
 
@@ -137,35 +156,51 @@ def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], 
     kw = {"run_config": cfg, "console": console, "progress": progress}
     key = ev.cache_key(model_dir, base_key_settings(s), cfg, heldout) if base_cache else None
     cache = Path(base_cache) if base_cache else None
+    grids: dict[str, dict] = {}
+    hay = {"haystack": out / "heldout-corpus", **kw}
     steps.rule("eval: the base model")
-    base = steps.timed("eval_base_s", ev.grids, model_dir, s, out / "eval-base", cache=cache, key=key,
-                       haystack=out / "heldout-corpus", **kw)
-    base_ppl = steps.timed("ppl_base_s", ev.base_ppl, model_dir, texts["ppl"], s.ppl_lengths,
-                           out=out / "eval-base" / "ppl", cache=cache, key=key, **kw)
+    grids["base"] = steps.timed("eval_base_s", ev.grids, model_dir, s, out / "eval-base", cache=cache, key=key, **hay)
+    if s.fewshot:
+        steps.rule(f"eval: the base model, {s.fewshot} solved examples in each prompt")
+        grids["fewshot"] = steps.timed("eval_fewshot_s", ev.grids, model_dir, s, out / "eval-fewshot",
+                                       model="fewshot", cache=cache, key=key, **hay)
+    ppl_sets = {"books": texts["ppl"], **({"other": texts["other"]} if texts["other"] else {})}
+    base_ppl = steps.timed("ppl_base_s", lambda: {
+        name: ev.base_ppl(model_dir, t, s.ppl_lengths, out=out / "eval-base" / f"ppl-{name}", cache=cache, key=key,
+                          **kw) for name, t in ppl_sets.items()})
     steps.rule(phases.train_title(cfg))
     result = steps.timed("train_s", phases.train, cfg, out / "run", console, progress, fresh=not resume,
                          again="run the same command with --resume to go on")
     tuned_dir = steps.timed("export_s", phases.export, out / "run", out / "tuned-model")
     steps.rule("eval: the tuned model")
-    tuned = steps.timed("eval_tuned_s", ev.grids, tuned_dir, s, out / "eval-tuned", cache=None, key=None,
-                        haystack=out / "heldout-corpus", **kw)
-    ppl = steps.timed("ppl_s", ev.run_ppl, model_dir, tuned_dir, texts["ppl"], s.ppl_lengths, out=out / "eval-ppl",
-                      base=base_ppl, **kw)
-    short = steps.timed("short_s", ev.run_short, model_dir, tuned_dir, out / "heldout-corpus", s,
-                        out=out / "eval-short", console=console)
+    grids["tuned"] = steps.timed("eval_tuned_s", ev.grids, tuned_dir, s, out / "eval-tuned", model="tuned",
+                                 cache=None, key=None, **hay)
+    ppl = steps.timed("ppl_s", lambda: {
+        name: ppl_figures(ev.run_ppl(model_dir, tuned_dir, t, s.ppl_lengths, out=out / f"eval-ppl-{name}",
+                                     base=base_ppl[name], **kw)) for name, t in ppl_sets.items()})
+    short_res = steps.timed("short_s", ev.run_short, model_dir, tuned_dir, out / "heldout-corpus", s,
+                            out=out / "eval-short", console=console)
+    return _report(out, s, seed, key, grids, ppl, short_res, result, manifests, model_dir, tuned_dir, steps, console)
+
+
+def _report(out: Path, s: FlowSettings, seed: int, key, grids: dict, ppl: dict, short_res: dict, result,
+            manifests: dict, model_dir: Path, tuned_dir: Path, steps: phases.Steps, console: Console) -> dict[str, Any]:
+    """The compare pages, OUT/summary.json (with the headline rows) and OUT/report.html; the summary."""
     steps.rule("report")
-    pages = compare_all(out / "eval-base", out / "eval-tuned", out, s.tasks)
+    pages = compare_all(out / "eval-base", out / "eval-tuned", out, (*s.tasks, *s.families))
     times = steps.finish()
     times["train_steps_s"] = _step_seconds(out / "run")
     summary = flow_summary(
-        settings={**dataclasses.asdict(s), "seed": seed, "base_cache_key": key}, tasks=task_figures(base, tuned),
-        ppl=ppl_figures(ppl), short=short_figures(short), train=train_figures(result),
+        settings={**dataclasses.asdict(s), "seed": seed, "base_cache_key": key}, tasks=task_figures(grids),
+        train_seed=seed, headline=headline(grids, max(s.lengths)),
+        ppl=ppl["books"], ppl_other=ppl.get("other"), short=short_figures(short_res), train=train_figures(result),
         corpus=corpus_figures(manifests["train"], manifests["heldout"]), times=times,
         paths={"out": out, "model": model_dir, "tuned_model": tuned_dir, "run": out / "run",
                "corpus": manifests["train"]["path"], "heldout_corpus": manifests["heldout"]["path"],
                "summary": out / "summary.json"})
+    extra = {f"perplexity ({name})": out / f"eval-ppl-{name}" / "report.html" for name in ppl}
     summary["paths"]["report"] = str(write_index(out, summary, pages, {
-        "perplexity": out / "eval-ppl" / "report.html", "short-context check": out / "eval-short" / "report.html"}))
+        **extra, "short-context check": out / "eval-short" / "report.html"}))
     (out / "summary.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
     print_summary(summary, console)
     return summary

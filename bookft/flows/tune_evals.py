@@ -1,15 +1,15 @@
-"""The evals of the tune flow (bookft/flows/tune.py): the RULER grids per task, the base grids' cache,
+"""The evals of the tune flow (bookft/flows/tune.py): the grids per task and model, the base grids' cache,
 perplexity (base scored once and cached, tuned beside it), the short-context check (base and tuned in
 one call).
 
 Design choices:
 - Every grid is `bookft eval niah` as a typed library call (phases.evaluate) under the flow's run
-  config, so base and tuned are loaded with the same model knobs and attention, scored by
-  generation (RULER's string match) in the tokenizer's chat template when it has one, on haystacks
-  cut from the held-out corpus. The grid's settings are the run config's `eval:` section with the
-  flow's task, lengths, depths and seeds.
-- Base grids and base perplexity are cached under a key (base_cache.py); the flow scores base
-  perplexity with the base grids, so its tuned phase loads only the tuned model.
+  config, so base, few-shot base and tuned are loaded with the same model knobs and attention,
+  scored on the same draws (one generation each, scored strict and ruler) in the tokenizer's chat
+  template when it has one, on the flow's split of the held-out corpus. The grid's settings are
+  the run config's `eval:` section with the flow's task, lengths, depths, seeds, split and scoring.
+- Base and few-shot grids and base perplexity are cached under a key (base_cache.py); the flow
+  scores base perplexity with the base grids, so its tuned phase loads only the tuned model.
 """
 
 from __future__ import annotations
@@ -27,36 +27,40 @@ __all__ = ["base_ppl", "cache_key", "grids", "run_grid", "run_ppl", "run_short"]
 
 
 def run_grid(model_dir: Path, task: str, s, *, run_config, haystack: Path | str, out: Path, console: Console,
-             progress: bool) -> dict:
-    """One task's grid (lengths x depths x seeds, generation scoring) under `run_config`; `haystack`
-    is a corpus directory (the held-out books) or the name of a built-in haystack ("essay")."""
+             progress: bool, fewshot: int = 0) -> dict:
+    """One task's grid (lengths x depths x the task's seeds on the flow's split, generation scored
+    strict and ruler) under `run_config`; `haystack` is a corpus directory (the held-out books) or the
+    name of a built-in haystack ("essay"); `fewshot` solved examples before each prompt."""
     from bookft.eval.entry import settings_with
 
     source = ({"haystack": "corpus", "corpus": str(haystack)} if isinstance(haystack, Path)
               else {"haystack": haystack})
     settings = settings_with(run_config.eval, task=task, lengths=list(s.lengths), depths=list(s.depths),
-                             seeds=list(s.seeds), scoring=["generate"], **source)
-    console.rule(f"[bold]eval {task}: {model_dir}")
+                             seeds=list(s.seeds_of(task)), scoring=list(s.scoring), split=s.split,
+                             fewshot=fewshot, fewshot_tokens=s.fewshot_tokens, **source)
+    console.rule(f"[bold]eval {task}{f' ({fewshot}-shot)' if fewshot else ''}: {model_dir}")
     return phases.evaluate(model_dir, run_config, settings, out, console, progress)
 
 
-def grids(model_dir: Path, s, out_root: Path, *, cache: Path | None, key: str | None, **kw) -> dict[str, dict]:
-    """{task: results} of every eval task, in out_root/<task>; with `cache`, base grids are reused
-    from (or stored in) cache/<key>/<task>."""
+def grids(model_dir: Path, s, out_root: Path, *, model: str = "base", cache: Path | None, key: str | None,
+          **kw) -> dict[str, dict]:
+    """{task: results} of every headline task and untrained family for `model` (base, fewshot: the
+    base with s.fewshot solved examples, tuned), in out_root/<task>; with `cache`, the grids are
+    reused from (or stored in) cache/<key>/<model>/<task>."""
     from bookft.eval.report import load_results, write_report
 
     res: dict[str, dict] = {}
-    for task in s.tasks:
+    for task in (*s.tasks, *s.families):
         dest = out_root / task
-        hit = cache / key / task if cache is not None else None
+        hit = cache / key / model / task if cache is not None else None
         if hit is not None and (hit / "results.json").is_file():
-            kw["console"].print(f"[green]base {task}[/]: cached in {hit}")
+            kw["console"].print(f"[green]{model} {task}[/]: cached in {hit}")
             if dest.exists():
                 shutil.rmtree(dest)
             res[task] = load_results(hit)
             write_report(res[task], dest)  # the run's own heatmap and page, from the cached figures
             continue
-        res[task] = run_grid(model_dir, task, s, out=dest, **kw)
+        res[task] = run_grid(model_dir, task, s, out=dest, fewshot=s.fewshot if model == "fewshot" else 0, **kw)
         if hit is not None:
             hit.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(dest / "results.json", hit / "results.json")

@@ -2,8 +2,10 @@
 base-vs-tuned page linking one compare page per task, and the printed summary.
 
 Design choices:
-- report.html links one compare page per task (bookft.eval.report.compare_reports) and carries the
-  per-length, per-depth table, the perplexity and the short-context figures.
+- report.html links one compare page per task (bookft.eval.report.compare_reports, base vs tuned)
+  and carries the headline (per task, model and scoring: draws, score, 95% Wilson interval), the
+  per-length, per-depth table of every model, the perplexity (held-out books, other kinds of
+  text) and the short-context figures.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from bookft.flows import phases
 from bookft.flows.summary import figures_table
 from bookft.htmlpage import page, table
 
-TITLE = "RULER tasks, generation scoring: base→tuned ({})"
+TITLE = "tasks, first scoring: {} ({} split, held-out haystacks)"
 
 
 def ppl_figures(res: dict) -> dict[str, dict[str, float]]:
@@ -38,22 +40,39 @@ def compare_all(base_root: Path, tuned_root: Path, out: Path, tasks: tuple[str, 
             for task in tasks}
 
 
+HEADLINE_COLUMNS = ["task", "model", "scoring", "split", "draws", "score", "95% CI"]
+
+
+def headline_table(rows: list[dict]) -> list[list[str]]:
+    """The headline rows as table rows: task, model, scoring, draws, score and its 95% interval."""
+    return [[r["task"], r["model"], r["scoring"], r["split"], str(r["draws"]), f"{r['score']:.3f}",
+             f"{r['ci'][0]:.3f}-{r['ci'][1]:.3f}"] for r in rows]
+
+
 def write_index(out: Path, summary: dict, pages: dict[str, Path], extra: dict[str, Path]) -> Path:
-    """out/report.html: the base-vs-tuned tables and links to every page."""
-    figs = summary["tasks"]
-    rows = [[task, n, d, f"{v['base']:.3f}", f"{v['tuned']:.3f}", f"{v['tuned'] - v['base']:+.3f}"]
+    """out/report.html: the headline with intervals, the per-depth tables and links to every page."""
+    figs, st = summary["tasks"], summary["settings"]
+    models = list(next(iter(figs.values()))["mean"]) if figs else ["base", "tuned"]
+    rows = [[task, n, d, *[f"{v[m]:.3f}" for m in models], f"{v['tuned'] - v['base']:+.3f}"]
             for task, f in figs.items() for n, ds in sorted(f["per_length"].items(), key=lambda x: int(x[0]))
             for d, v in sorted(ds.items(), key=lambda x: float(x[0]))]
-    ppl = [[n, f"{v['base']:.3f}", f"{v['tuned']:.3f}"] for n, v in summary["ppl"].items()]
+    ppl = [[name, n, f"{v['base']:.3f}", f"{v['tuned']:.3f}"]
+           for name, sec in (("books", summary["ppl"]), ("other", summary.get("ppl_other") or {}))
+           for n, v in sec.items()]
     short = [[k, v["base_loss"], v["tuned_loss"], f"{v['loss_delta']:+.4f}", f"{v['accuracy_delta']:+.4f}"]
              for k, v in summary["short"].items()]
     links = "".join(f'<li><a href="{p.relative_to(out)}">{name}</a></li>'
                     for name, p in [*((f"compare: {t}", p) for t, p in pages.items()), *extra.items()])
     body = (f"<p>model: {summary['paths']['model']}<br>tuned: {summary['paths']['tuned_model']}<br>"
-            f"size: {summary['settings']['size']}</p><ul>{links}</ul>"
-            f"<h2>RULER tasks (generation scoring; {', '.join(summary['settings']['transfer'])} not trained on)</h2>"
-            f"{table(['task', 'length', 'depth %', 'base', 'tuned', 'delta'], rows)}"
-            f"<h2>Perplexity on held-out text</h2>{table(['length', 'base', 'tuned'], ppl)}"
+            f"size: {st['size']}; split: {st['split']}; training seed {summary.get('train_seed')}</p>"
+            f"<ul>{links}</ul><h2>Headline: {max(st['lengths']):,} tokens, 95% Wilson intervals</h2>"
+            f"<p>fewshot: the base model with {st['fewshot']} solved examples of the task in its prompt. "
+            f"Untrained families (no training example asks them): {', '.join(st['families'])}. "
+            f"docs/benchmarks.md explains how to read these.</p>"
+            f"{table(HEADLINE_COLUMNS, headline_table(summary['headline']))}"
+            f"<h2>Per depth ({st['scoring'][0]} scoring)</h2>"
+            f"{table(['task', 'length', 'depth %', *models, 'tuned - base'], rows)}"
+            f"<h2>Perplexity on held-out text</h2>{table(['text', 'length', 'base', 'tuned'], ppl)}"
             f"<h2>Short-context check</h2>"
             f"{table(['set', 'base loss', 'tuned loss', 'loss delta', 'accuracy delta'], short)}")
     path = out / "report.html"
@@ -64,13 +83,23 @@ def write_index(out: Path, summary: dict, pages: dict[str, Path], extra: dict[st
 def print_summary(summary: dict, console: Console) -> None:
     from rich.table import Table
 
-    console.print(figures_table(summary["tasks"], TITLE.format("held-out haystacks")))
+    figs = summary["tasks"]
+    models = list(next(iter(figs.values()))["mean"]) if figs else []
+    console.print(figures_table(figs, TITLE.format("→".join(models), summary["settings"]["split"])))
+    h = Table(title="headline: score [95% interval] (draws)")
+    for col in ("task", "scoring", *models):
+        h.add_column(col, justify="left" if col in ("task", "scoring") else "right")
+    cell = {(r["task"], r["scoring"], r["model"]): r for r in summary["headline"]}
+    shown = lambda r: f"{r['score']:.2f} [{r['ci'][0]:.2f}, {r['ci'][1]:.2f}] ({r['draws']})" if r else ""  # noqa: E731
+    for task, scoring in dict.fromkeys((r["task"], r["scoring"]) for r in summary["headline"]):
+        h.add_row(task, scoring, *[shown(cell.get((task, scoring, m))) for m in models])
+    console.print(h)
     t = Table(title="held-out perplexity: base -> tuned")
-    t.add_column("length", justify="right")
-    t.add_column("base", justify="right")
-    t.add_column("tuned", justify="right")
-    for n, v in summary["ppl"].items():
-        t.add_row(n, f"{v['base']:.3f}", f"{v['tuned']:.3f}")
+    for col in ("text", "length", "base", "tuned"):
+        t.add_column(col, justify="right")
+    for name, sec in (("books", summary["ppl"]), ("other", summary.get("ppl_other") or {})):
+        for n, v in sec.items():
+            t.add_row(name, n, f"{v['base']:.3f}", f"{v['tuned']:.3f}")
     console.print(t)
     for name, v in summary["short"].items():
         console.print(f"short-context {name}: loss {v['base_loss']:.4f} -> {v['tuned_loss']:.4f} "

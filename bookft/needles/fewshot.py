@@ -9,8 +9,9 @@ Design choices:
   before its instruction (inside the user turn when a chat template wraps the prompt), each the
   same family drawn with other seeds, on a short essay haystack (bookft.needles.haystack), at most
   `max_tokens` tokens (256, else 512 when the task does not fit), its answer written out.
-- "Other keys and values": an example whose text contains any of the real task's references is
-  drawn again, so no shot gives the answer away.
+- "Other keys and values": an example whose text contains any of the real task's references, or
+  the words before a reference in one of its needles (its key), is drawn again (gives_away), so no
+  shot gives the answer away or asks the real question with another answer.
 - Seeded by (seed, shot index) alone: the base and the few-shot grids of one seed ask the same task.
 """
 
@@ -48,6 +49,22 @@ def solved_example(spec, seed: int, tokenizer: ModelTokenizer, max_tokens: int =
     return None
 
 
+def gives_away(task: TaskInstance, text: str) -> bool:
+    """Whether a solved example's `text` holds one of `task`'s answers, or one of its keys: the words
+    before an answer in one of its needles ("The spare key is kept inside", "for tidy-lantern is:"),
+    so a shot never asks the real question with another answer, which a model could copy."""
+    low = text.lower()
+    if any(r.lower() in low for r in task.references):
+        return True
+    for needle in task.needles:
+        for r in task.references:
+            if r in needle.text:
+                key = needle.text.split(r)[0].strip()
+                if len(key) >= 8 and key.lower() in low:
+                    return True
+    return False
+
+
 def with_fewshot(task: TaskInstance, spec, seed: int, tokenizer: ModelTokenizer, shots: int = 3,
                  max_tokens: int = 512) -> TaskInstance:
     """`task` with `shots` solved examples of its family before its instruction."""
@@ -60,7 +77,7 @@ def with_fewshot(task: TaskInstance, spec, seed: int, tokenizer: ModelTokenizer,
         text = solved_example(spec, SHOT_SEED + seed * 64 + j, tokenizer, max_tokens)
         if text is None:
             raise EvalError(f"few-shot: no solved {spec.task} example fits {max_tokens} tokens")
-        if not any(r.lower() in text.lower() for r in task.references):
+        if not gives_away(task, text):
             texts.append(text.strip())
     if len(texts) < shots:
         raise EvalError(f"few-shot: could not draw {shots} {spec.task} examples with other keys and values")

@@ -1,5 +1,5 @@
 """`bookft quickstart --model DIR --docs ...`: the real-model flow (bookft/tune_flow.py) end to end on a
-tiny random Llama with a chat template, two generated documents and a held-out one."""
+tiny random Llama with a chat template, generated documents, two held-out ones, short notes and held-out code."""
 
 import json
 
@@ -9,7 +9,8 @@ from bookft.needles.haystack import essay_sentences
 
 TEMPLATE = ("{% for m in messages %}<s>{{ m['role'] }}\n{{ m['content'] }}</s>\n{% endfor %}"
             "{% if add_generation_prompt %}<s>assistant\n{% endif %}")
-TASKS = ("niah", "multikey", "vartrack", "multiquery")
+TASKS = ("multikey", "vartrack", "niah_fact", "hops")  # the headline tasks, then untrained families
+MODELS = ("base", "fewshot", "tuned")
 
 
 def _essay(seed: int, n: int) -> str:
@@ -38,49 +39,69 @@ def model_dir(tmp_path_factory):
     return tmp / "model"
 
 
-def test_quickstart_with_a_model_reports_base_and_tuned(model_dir, tmp_path, monkeypatch):
+def test_quickstart_with_a_model_reports_base_fewshot_and_tuned(model_dir, tmp_path, monkeypatch):
     from bookft.flows import tune as tune_flow
 
     docs = []
-    for i in range(3):
+    for i in range(4):
         docs.append(tmp_path / f"book{i}.txt")
         docs[-1].write_text(_essay(i, 400))
-    # small, shrunk further: 2 steps, one length, one depth, few passages, ingest in this process
+    short = tmp_path / "short"
+    short.mkdir()
+    for i in range(6):
+        (short / f"note{i}.txt").write_text(_essay(20 + i, 12))
+    code = tmp_path / "module.py"
+    code.write_text("".join(f"def f{i}(x):\n    return x * {i} + {i % 7}\n\n\n" for i in range(300)))
+    # small, shrunk further: 2 steps, one length, one depth and seed, two families, ingest in this process
     small = tune_flow.SIZES["small"]
     monkeypatch.setitem(tune_flow.SIZES, "small", tune_flow.dataclasses.replace(
-        small, lengths=(512,), ppl_lengths=(512,), depths=(50.0,), steps=2, ppl_chars=8000,
-        short_docs=3, short_chars=400, short_tokens=160, workers=0, example_lengths=(256, 512),
-        length_shares=(0.5, 0.5), kind_shares=(0.25, 0.25, 0.5), task_distractors=5))
+        small, lengths=(1024,), ppl_lengths=(512,), depths=(50.0,), seeds=(0,), family_seeds=(0,),
+        families=("niah_fact", "hops"), steps=2, ppl_chars=8000, short_docs=3, short_chars=400,
+        short_tokens=160, workers=0, example_lengths=(512, 1024)))
     from typer.testing import CliRunner
 
     from bookft.cli import app
 
     out = tmp_path / "out"
-    args = ["quickstart", "--model", str(model_dir), "--size", "small", "--out", str(out)]
-    for d in docs:
-        args += ["--docs", str(d)]
+    args = ["quickstart", "--model", str(model_dir), "--size", "small", "--out", str(out), "--short", str(short),
+            "--heldout-other", str(code), "--docs", *map(str, docs[:2]), "--heldout", *map(str, docs[2:])]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output + repr(res.exception)
-    assert "holding out the last --docs file" in res.output
     s = json.loads((out / "summary.json").read_text())
     assert (out / "report.html").is_file() and s["paths"]["report"] == str(out / "report.html")
-    assert set(s["tasks"]) == set(TASKS)
+    assert tuple(s["tasks"]) == TASKS
     for task in TASKS:
         assert (out / f"compare-{task}" / "compare.html").is_file()
         per = s["tasks"][task]["per_length"]
-        assert set(per) == {"512"}
+        assert set(per) == {"1024"}
         for cells in per.values():
-            assert all({"base", "tuned"} <= set(v) for v in cells.values())
+            assert all(set(MODELS) == set(v) for v in cells.values())
+        assert set(s["tasks"][task]["stats"]) == set(MODELS)
+    # the headline: every task, model and scoring at the longest length, on the test split, with intervals
+    assert s["train_seed"] == 0
+    rows = s["headline"]
+    assert {(r["task"], r["model"], r["scoring"]) for r in rows} == {
+        (t, m, sc) for t in TASKS for m in MODELS for sc in ("strict", "ruler")}
+    for r in rows:
+        assert r["length"] == 1024 and r["split"] == "test" and r["draws"] == 1
+        assert 0.0 <= r["ci"][0] <= r["score"] <= r["ci"][1] <= 1.0
+    fewshot = json.loads((out / "eval-fewshot" / "multikey" / "results.json").read_text())
+    assert fewshot["fewshot"] == 1 and fewshot["split"] == "test"
+    assert len(list((out / "base-cache").rglob("fewshot/multikey/results.json"))) == 1  # cached beside base's
     assert set(s["ppl"]) == {"512"} and all({"base", "tuned"} <= set(v) for v in s["ppl"].values())
-    assert len(list((out / "base-cache").rglob("ppl-base-512-*.json"))) == 1  # the base evals, cached
+    assert set(s["ppl_other"]) == {"512"}  # the held-out code, scored apart from the books
+    assert len(list((out / "base-cache").rglob("ppl-base-512-*.json"))) == 2  # books and the code, cached
     assert s["short"] and all("loss_delta" in v for v in s["short"].values())
-    per_kind = s["corpus"]["retrieval"]["per_kind"]
-    assert set(per_kind) == {"multikey", "multivalue", "vartrack"} and all(n > 0 for n in per_kind.values())
-    assert set(s["corpus"]["retrieval"]["per_length"]) == {"256", "512"}  # example_lengths, not the eval's
-    made = list((out / "corpus").rglob("retrieval.json"))  # the version's synthesized examples
-    assert made and json.loads(made[0].read_text())["settings"]["task_distractors"] == 5
+    retrieval = s["corpus"]["retrieval"]
+    assert set(retrieval["per_kind"]) == {"niah", "multikey", "multivalue", "vartrack"}
+    assert set(retrieval["per_generator"]) == {"train-v1"}  # never the eval's wording or keys
+    assert set(retrieval["per_length"]) == {"512", "1024"}  # example_lengths, not the eval's
+    version = next((out / "corpus" / "versions").iterdir())
+    mix = json.loads((version / "manifest.json").read_text())["mix"]
+    assert mix["sources"]["short"]["realised_tokens"] > 0 and mix["short_sequences"] > 0  # the short share
     assert (out / "tuned-model" / "config.json").is_file() and s["train"]["steps"] == 2
-    assert set(s["times"]) >= {"ingest_s", "eval_base_s", "train_s", "export_s", "eval_tuned_s", "total_s"}
+    assert set(s["times"]) >= {"ingest_s", "eval_base_s", "eval_fewshot_s", "train_s", "export_s", "eval_tuned_s",
+                               "total_s"}
 
 
 def test_an_interrupted_flow_resumes_from_its_corpora_and_checkpoint(model_dir, tmp_path, monkeypatch):
@@ -94,11 +115,13 @@ def test_an_interrupted_flow_resumes_from_its_corpora_and_checkpoint(model_dir, 
     for i in range(2):
         docs.append(tmp_path / f"book{i}.txt")
         docs[-1].write_text(_essay(i, 300))
-    held = tmp_path / "held.txt"
-    held.write_text(_essay(5, 300))
-    changes = {"lengths": (256,), "ppl_lengths": (256,), "depths": (50.0,), "steps": 2, "ppl_chars": 3000,
-               "short_docs": 2, "short_chars": 300, "short_tokens": 128, "workers": 0, "tasks": ("niah",),
-               "transfer": ("niah",), "example_lengths": (256,)}
+    held = [tmp_path / "held0.txt", tmp_path / "held1.txt"]  # the test split needs two held-out books
+    for i, p in enumerate(held):
+        p.write_text(_essay(5 + i, 300))
+    changes = {"lengths": (512,), "ppl_lengths": (256,), "depths": (50.0,), "seeds": (0,), "steps": 2,
+               "ppl_chars": 3000, "short_docs": 2, "short_chars": 300, "short_tokens": 128, "workers": 0,
+               "tasks": ("multikey",), "families": (), "fewshot": 0, "example_lengths": (256,),
+               "length_shares": ()}
     real = trainer.train
 
     def stopped_after_one(cfg, **kw):  # as a SIGTERM after step 1: the checkpoint saved, interrupted
@@ -112,20 +135,20 @@ def test_an_interrupted_flow_resumes_from_its_corpora_and_checkpoint(model_dir, 
     kw = {"size": "small", "overrides": ["checkpoint.every=1"], "console": Console(quiet=True), "progress": False}
     monkeypatch.setattr(trainer, "train", stopped_after_one)
     with pytest.raises(TrainError, match="stopped at step 1 of 2.*--resume"):
-        tune_flow.run_tune_flow(model_dir, docs, [held], out, **kw)
+        tune_flow.run_tune_flow(model_dir, docs, held, out, **kw)
     manifest = (out / "corpus" / "versions" / "0001" / "manifest.json").read_text()
     from typer.testing import CliRunner
 
     from bookft.cli import app
 
     args = ["quickstart", "--model", str(model_dir), "--docs", str(docs[0]), "--docs", str(docs[1]), "--heldout",
-            str(held), "--out", str(out), "--set", "checkpoint.every=1", "--resume"]
+            str(held[0]), str(held[1]), "--out", str(out), "--set", "checkpoint.every=1", "--resume"]
     res = CliRunner().invoke(app, [*args, "--seed", "1"])  # started with seed 0: refused, nothing touched
     assert res.exit_code != 0 and "other seed" in res.output + str(res.exception), res.output
     with pytest.raises(ConfigError, match="other seed"):
-        tune_flow.run_tune_flow(model_dir, docs, [held], out, seed=1, resume=True, **kw)
+        tune_flow.run_tune_flow(model_dir, docs, held, out, seed=1, resume=True, **kw)
     monkeypatch.setattr(trainer, "train", real)
-    s = tune_flow.run_tune_flow(model_dir, docs, [held], out, resume=True, **kw)
+    s = tune_flow.run_tune_flow(model_dir, docs, held, out, resume=True, **kw)
     assert (out / "corpus" / "versions" / "0001" / "manifest.json").read_text() == manifest  # not rebuilt
     assert not (out / "corpus" / "versions" / "0002").exists()
     rows = [json.loads(x) for x in (out / "run" / "metrics.jsonl").read_text().splitlines() if x.strip()]
@@ -157,12 +180,12 @@ def test_base_grids_come_from_the_cache_the_second_time(tmp_path, monkeypatch):
         return res
 
     monkeypatch.setattr(ev, "run_grid", fake_grid)
-    s = settings_for("small", {"tasks": ("niah", "vartrack")})
+    s = settings_for("small", {"tasks": ("niah", "vartrack"), "families": ()})
     kw = {"cache": tmp_path / "cache", "key": "k", "console": Console(quiet=True)}
     first = ev.grids(tmp_path / "m", s, tmp_path / "a", **kw)
     second = ev.grids(tmp_path / "m", s, tmp_path / "b", **kw)
     assert calls == ["niah", "vartrack"] and first == second
-    assert sorted(p.name for p in (tmp_path / "cache" / "k" / "vartrack").iterdir()) == ["results.json"]
+    assert sorted(p.name for p in (tmp_path / "cache" / "k" / "base" / "vartrack").iterdir()) == ["results.json"]
     assert {"results.json", "heatmap.png", "report.html"} <= {p.name for p in (tmp_path / "b" / "vartrack").iterdir()}
 
 

@@ -138,3 +138,17 @@ def test_fewshot_prompt(bpe):
         shots = [instr + piece for piece in head.split(instr)[1:]]
         assert len(shots) == 3 and all(len(bpe.encode(x.strip()).ids) <= 512 for x in shots)
         assert sample.actual_length > 2400 - 40
+
+
+def test_fewshot_shots_never_ask_the_real_key():
+    """A shot that asks the real question with another answer (the same key, another value) is drawn
+    again: a small model copies a shot's answer, which would score the copying, not the reach."""
+    from bookft.needles.fewshot import gives_away
+    from bookft.needles.task_types import Needle, TaskInstance
+
+    task = TaskInstance(task="niah_fact", instruction="", question="Where is the spare key?", answer_prefix="",
+                        answer=" a hollow garden gnome", references=["a hollow garden gnome"],
+                        needles=[Needle("The spare key is kept inside a hollow garden gnome.", 0.5)])
+    assert gives_away(task, "... The spare key is kept inside an old biscuit tin. ...")  # same key
+    assert gives_away(task, "... under A Hollow Garden Gnome ...")  # the answer itself
+    assert not gives_away(task, "... The best thing to do in Ledbury is to swim. ...")  # another key
