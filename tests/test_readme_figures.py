@@ -58,10 +58,10 @@ FIGURES = {
         ("9.83", MAXTEXT, lambda d: _bookft(d, "peak_gib")["4M"]), ("0.51", MAXTEXT, lambda d: d["ratios"]["peak_4M"])],
     "longest 8B sequence on v5p-128, ring": [("32,505,856", MAXTEXT, lambda d: _bookft(d, "longest"))],
     "packed books under zig-zag, cp 64, busiest device / mean": [("1.003", ATTENTION, _balance)],
-    "SmolLM2-135M, 11 books, full fine-tune: vartrack, seeds 0/1": [
+    "SmolLM2-135M, 11 books, eval's own wording: vartrack, seeds 0/1": [
         ("0.04", FLOW0, _flow("vartrack", "base")), ("0.93", FLOW0, _flow("vartrack", "tuned")),
         ("0.96", FLOW1, _flow("vartrack", "tuned"))],
-    "same: multikey; multiquery (not trained on)": [
+    "same: multikey; multiquery (near-transfer)": [
         ("0.6", FLOW0, _flow("multikey", "base")), ("1.00", FLOW0, _flow("multikey", "tuned")),
         ("0.97", FLOW1, _flow("multikey", "tuned")), ("0.12", FLOW0, _flow("multiquery", "base")),
         ("0.70", FLOW0, _flow("multiquery", "tuned")), ("0.70", FLOW1, _flow("multiquery", "tuned"))],
