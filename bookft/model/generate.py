@@ -16,7 +16,8 @@ Design choices:
 - The cache grows block-wise: the stored sequence is cut into `cache_blocks` equal blocks (the
   context shards) and each gets `ceil(capacity / blocks)` empty slots appended, so a cache
   sharded along the sequence grows on every shard in place; decode token i goes to block
-  i % blocks. Writes are a one-hot select (elementwise, so it stays sharded like the cache).
+  i % blocks. Writes are a one-hot select (elementwise, so it stays sharded like the cache); on one
+  device the cache is one buffer per layer, each written in place (`_local_step_fn`).
 - Sharding is by logical names (`axes.constrain`, active only under `use_rules`): the cache is
   ("batch", "seq", "kv_heads", "head_dim") like the attention inputs. The model sees no mesh.
 - Each jitted function is cached by the model's graphdef (and attend), so repeated calls with the
@@ -193,6 +194,50 @@ def _step_fn(graphdef):
     return jax.jit(step, donate_argnums=(1, 2, 3, 8))
 
 
+@functools.lru_cache(maxsize=32)
+def _local_step_fn(graphdef):
+    """The decode step on one device: one cache buffer per layer, each written in place
+    (dynamic_update_slice on a donated buffer) and read once by its layer's attention; the layers
+    unrolled. The sharded step's one-hot select rewrites every layer's whole cache each token, and
+    its layer scan slices and restacks it: three passes over the cache where this makes one."""
+    def step(state, cache_k, cache_v, valid, token, position, slot, history, cache_pos):
+        model = nnx.merge(graphdef, state)
+        config = model.config
+        table = model.embed[...].astype(jnp.dtype(config.compute_dtype))
+        if config.short_conv:
+            x = short_conv.apply(table, model.conv[...], short_conv.step_taps(token, history))
+        else:
+            x = jnp.take(table, token[:, None], axis=0)
+        cos, sin = rope_cos_sin(config, position[:, None])  # [B,1] positions
+        b = valid.shape[0]
+        valid = jax.lax.dynamic_update_slice(valid, jnp.ones((b, 1), valid.dtype), (0, slot))
+        cache_pos = jax.lax.dynamic_update_slice(cache_pos, position[:, None].astype(cache_pos.dtype), (0, slot))
+        layers = model.layers.arrays()
+        new_k, new_v = [], []
+        for i, window in enumerate(config.layer_windows):
+            p = jax.tree.map(lambda a, i=i: a[i], layers)
+            q, k, v = L.qkv(p, x, cos, sin, config)
+            ck = jax.lax.dynamic_update_slice(cache_k[i], k.astype(cache_k[i].dtype), (0, slot, 0, 0))
+            cv = jax.lax.dynamic_update_slice(cache_v[i], v.astype(cache_v[i].dtype), (0, slot, 0, 0))
+            seen = valid & (position[:, None] - cache_pos < (window or np.iinfo(np.int32).max))
+            x = L.finish(p, x, _decode_attention(q, ck, cv, seen), config)
+            new_k.append(ck)
+            new_v.append(cv)
+        hidden = L.rms_norm(x, model.final_norm[...], config.rms_norm_eps)
+        return model.logits(hidden)[:, 0], tuple(new_k), tuple(new_v), valid, cache_pos
+    return jax.jit(step, donate_argnums=(1, 2, 3, 8))
+
+
+def _one_device(x: jax.Array) -> bool:
+    return len(getattr(x, "sharding", None).device_set) == 1 if hasattr(x, "sharding") else True
+
+
+def decode_step_fn(graphdef, one_device: bool):
+    """The jitted decode step: on one device per-layer cache buffers (tuples of [B,T,Hkv,D]), else
+    the sharded step over the stacked cache [L,B,T,Hkv,D]; the same arguments and results otherwise."""
+    return _local_step_fn(graphdef) if one_device else _step_fn(graphdef)
+
+
 def decode_greedy(model: Decoder, logits, cache: KVCache, lengths, max_new_tokens: int,
                   eos_id: int | None = None) -> np.ndarray:
     """Greedy tokens after a prefill: logits [B,V] of the last prompt token, lengths [B] = prompt
@@ -203,9 +248,12 @@ def decode_greedy(model: Decoder, logits, cache: KVCache, lengths, max_new_token
     if max_new_tokens <= 0:
         return np.zeros((b, 0), np.int32)
     graphdef, state = nnx.split(model)
-    step = _step_fn(graphdef)
     lengths = np.asarray(lengths, np.int32)
     cache_k, cache_v, valid, history = cache.k, cache.v, cache.valid, cache.history
+    one = _one_device(cache_k)
+    step = decode_step_fn(graphdef, one)
+    if one:  # per-layer buffers written in place (_local_step_fn)
+        cache_k, cache_v = (tuple(c[i] for i in range(c.shape[0])) for c in (cache_k, cache_v))
     cache_pos = cache.positions if cache.positions is not None else jnp.zeros(valid.shape, jnp.int32)
     done = np.zeros(b, bool)
     out = []

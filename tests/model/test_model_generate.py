@@ -62,3 +62,34 @@ def test_ragged_rows_and_blockwise_cache_equal_unpadded():
     logits, cache = prefill_cache(model, ids, pos, seg, lengths - 1, capacity=8, cache_blocks=2)
     assert cache.k.shape[2] == 10 + 8 and list(cache.slots[:4]) == [5, 14, 6, 15]  # block i % 2
     np.testing.assert_array_equal(decode_greedy(model, logits, cache, lengths, 5), alone)
+
+
+def test_the_one_device_step_equals_the_sharded_step():
+    """The decode step on one device (per-layer buffers written in place) returns the sharded step's
+    logits, cache, mask and positions, on a cache with holes and a sliding-window-free model."""
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from bookft.model.generate import decode_step_fn
+
+    model = init_model(CONFIG, seed=3)
+    graphdef, state = nnx.split(model)
+    rng = np.random.default_rng(0)
+    b, t = 2, 24
+    shape = (CONFIG.num_layers, b, t, CONFIG.num_kv_heads, CONFIG.hidden_size // CONFIG.num_heads)
+    k0, v0 = (rng.normal(size=shape).astype(np.float32) for _ in range(2))
+    valid = np.ones((b, t), bool)
+    valid[:, 15:] = False
+    valid[1, 3:6] = False  # padding inside the prompt
+    pos = np.tile(np.arange(t), (b, 1)).astype(np.int32)
+    args = (jnp.asarray([5, 7], jnp.int32), jnp.asarray([15, 12], jnp.int32), jnp.int32(15), None)
+    got = {}
+    for one in (False, True):
+        k, v = jnp.asarray(k0), jnp.asarray(v0)
+        if one:
+            k, v = tuple(k), tuple(v)
+        logits, k, v, va, po = decode_step_fn(graphdef, one)(state, k, v, jnp.asarray(valid), *args, jnp.asarray(pos))
+        got[one] = [np.asarray(logits), np.stack([np.asarray(x) for x in k]), np.stack([np.asarray(x) for x in v]),
+                    np.asarray(va), np.asarray(po)]
+    for a, b_ in zip(got[False], got[True], strict=True):
+        np.testing.assert_allclose(a, b_, atol=1e-5)
