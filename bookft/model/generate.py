@@ -164,17 +164,24 @@ def _decode_attention(q, ck, cv, valid):
     return out.reshape(b, 1, hq, d).astype(q.dtype)
 
 
+def _step_input(model: Decoder, token, position, history):
+    """The decode step's input: the new tokens' embeddings [B,1,E] (through the short convolution's
+    window when the model has one) and their RoPE cos/sin at `position` [B]."""
+    config = model.config
+    table = model.embed[...].astype(jnp.dtype(config.compute_dtype))
+    if config.short_conv:
+        x = short_conv.apply(table, model.conv[...], short_conv.step_taps(token, history))
+    else:
+        x = jnp.take(table, token[:, None], axis=0)
+    return (x, *rope_cos_sin(config, position[:, None]))  # [B,1] positions
+
+
 @functools.lru_cache(maxsize=32)
 def _step_fn(graphdef):
     def step(state, cache_k, cache_v, valid, token, position, slot, history, cache_pos):
         model = nnx.merge(graphdef, state)
         config = model.config
-        table = model.embed[...].astype(jnp.dtype(config.compute_dtype))
-        if config.short_conv:
-            x = short_conv.apply(table, model.conv[...], short_conv.step_taps(token, history))
-        else:
-            x = jnp.take(table, token[:, None], axis=0)
-        cos, sin = rope_cos_sin(config, position[:, None])  # [B,1] positions
+        x, cos, sin = _step_input(model, token, position, history)
         here = jnp.arange(valid.shape[1]) == slot  # [T]
         valid = valid | here[None, :]
         cache_pos = jnp.where(here[None, :], position[:, None], cache_pos)
@@ -203,12 +210,7 @@ def _local_step_fn(graphdef):
     def step(state, cache_k, cache_v, valid, token, position, slot, history, cache_pos):
         model = nnx.merge(graphdef, state)
         config = model.config
-        table = model.embed[...].astype(jnp.dtype(config.compute_dtype))
-        if config.short_conv:
-            x = short_conv.apply(table, model.conv[...], short_conv.step_taps(token, history))
-        else:
-            x = jnp.take(table, token[:, None], axis=0)
-        cos, sin = rope_cos_sin(config, position[:, None])  # [B,1] positions
+        x, cos, sin = _step_input(model, token, position, history)
         b = valid.shape[0]
         valid = jax.lax.dynamic_update_slice(valid, jnp.ones((b, 1), valid.dtype), (0, slot))
         cache_pos = jax.lax.dynamic_update_slice(cache_pos, position[:, None].astype(cache_pos.dtype), (0, slot))
