@@ -11,7 +11,8 @@ Design choices:
   stand alone; the cache is a few KB per task.
 - The prompts' wording is in the key too, as the source of the modules that write them (and of
   the split and the strict scorer): cached figures never stand for a prompt that has since been
-  reworded.
+  reworded. The few-shot module keys only the few-shot grids (`cache_key(..., fewshot=True)`): a
+  base prompt never passes through it, so a change to the shots keeps the base grids.
 - Base perplexity is cached the same way, one file per lengths and texts beside the grids
   (cache/<key>/ppl-base-<lengths>-<texts' hash>.json).
 """
@@ -65,23 +66,26 @@ def scored_config(cfg) -> dict:
     return d
 
 
-def prompt_fingerprint() -> str:
+def prompt_fingerprint(fewshot: bool = False) -> str:
     """The source of the modules that write the eval's prompts (task wording, families, their
-    vocabulary, placement, the few-shot examples), draw the split's seeds and haystacks, and score
-    strict: a change to any of them keys new base grids rather than reusing figures scored on other
-    text or by another rule."""
+    vocabulary, placement; with `fewshot`, the few-shot examples), draw the split's seeds and
+    haystacks, and score strict: a change to any of them keys new grids rather than reusing figures
+    scored on other text or by another rule."""
     from bookft.eval import protocol, split, strict
-    from bookft.needles import eval_vocab, families, fewshot, placement, task_types, tasks
+    from bookft.needles import eval_vocab, families, placement, task_types, tasks
+    from bookft.needles import fewshot as shots
 
     h = hashlib.sha256()
-    for module in (tasks, task_types, families, eval_vocab, placement, fewshot, split, strict, protocol):
+    for module in (tasks, task_types, families, eval_vocab, placement, *([shots] if fewshot else []), split,
+                   strict, protocol):
         h.update(Path(module.__file__).read_bytes())
     return h.hexdigest()[:16]
 
 
-def cache_key(model_dir: Path, settings: dict, cfg, heldout: list[Path]) -> str:
+def cache_key(model_dir: Path, settings: dict, cfg, heldout: list[Path], fewshot: bool = False) -> str:
+    """The key of the base model's grids and perplexity; with `fewshot`, of its few-shot grids."""
     h = hashlib.sha256(model_fingerprint(model_dir).encode())
-    h.update(prompt_fingerprint().encode())
+    h.update(prompt_fingerprint(fewshot).encode())
     h.update(json.dumps(settings, sort_keys=True).encode())
     h.update(json.dumps(scored_config(cfg), sort_keys=True, default=str).encode())
     for p in heldout:

@@ -155,6 +155,7 @@ def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], 
         ensure_cpu_devices(cfg.parallel.cpu_devices)  # before jax starts its backend
     kw = {"run_config": cfg, "console": console, "progress": progress}
     key = ev.cache_key(model_dir, base_key_settings(s), cfg, heldout) if base_cache else None
+    fewshot_key = ev.cache_key(model_dir, base_key_settings(s), cfg, heldout, fewshot=True) if base_cache else None
     cache = Path(base_cache) if base_cache else None
     grids: dict[str, dict] = {}
     hay = {"haystack": out / "heldout-corpus", **kw}
@@ -163,7 +164,7 @@ def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], 
     if s.fewshot:
         steps.rule(f"eval: the base model, {s.fewshot} solved examples in each prompt")
         grids["fewshot"] = steps.timed("eval_fewshot_s", ev.grids, model_dir, s, out / "eval-fewshot",
-                                       model="fewshot", cache=cache, key=key, **hay)
+                                       model="fewshot", cache=cache, key=fewshot_key, **hay)
     ppl_sets = {"books": texts["ppl"], **({"other": texts["other"]} if texts["other"] else {})}
     base_ppl = steps.timed("ppl_base_s", lambda: {
         name: ev.base_ppl(model_dir, t, s.ppl_lengths, out=out / "eval-base" / f"ppl-{name}", cache=cache, key=key,
@@ -180,10 +181,11 @@ def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], 
                                      base=base_ppl[name], **kw)) for name, t in ppl_sets.items()})
     short_res = steps.timed("short_s", ev.run_short, model_dir, tuned_dir, out / "heldout-corpus", s,
                             out=out / "eval-short", console=console)
-    return _report(out, s, seed, key, grids, ppl, short_res, result, manifests, model_dir, tuned_dir, steps, console)
+    return _report(out, s, seed, {"base": key, "fewshot": fewshot_key}, grids, ppl, short_res, result, manifests,
+                   model_dir, tuned_dir, steps, console)
 
 
-def _report(out: Path, s: FlowSettings, seed: int, key, grids: dict, ppl: dict, short_res: dict, result,
+def _report(out: Path, s: FlowSettings, seed: int, keys: dict, grids: dict, ppl: dict, short_res: dict, result,
             manifests: dict, model_dir: Path, tuned_dir: Path, steps: phases.Steps, console: Console) -> dict[str, Any]:
     """The compare pages, OUT/summary.json (with the headline rows) and OUT/report.html; the summary."""
     steps.rule("report")
@@ -191,7 +193,8 @@ def _report(out: Path, s: FlowSettings, seed: int, key, grids: dict, ppl: dict, 
     times = steps.finish()
     times["train_steps_s"] = _step_seconds(out / "run")
     summary = flow_summary(
-        settings={**dataclasses.asdict(s), "seed": seed, "base_cache_key": key}, tasks=task_figures(grids),
+        settings={**dataclasses.asdict(s), "seed": seed, "base_cache_key": keys["base"],
+                  "fewshot_cache_key": keys["fewshot"] if s.fewshot else None}, tasks=task_figures(grids),
         train_seed=seed, headline=headline(grids, max(s.lengths)),
         ppl=ppl["books"], ppl_other=ppl.get("other"), short=short_figures(short_res), train=train_figures(result),
         corpus=corpus_figures(manifests["train"], manifests["heldout"]), times=times,

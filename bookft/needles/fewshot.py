@@ -11,13 +11,16 @@ Design choices:
   `max_tokens` tokens (256, else 512 when the task does not fit), its answer written out.
 - "Other keys and values": an example whose text contains any of the real task's references, or
   the words before a reference in one of its needles (its key), is drawn again (gives_away), so no
-  shot gives the answer away or asks the real question with another answer.
+  shot gives the answer away or asks the real question with another answer. A task without
+  needles (cwe) draws its context from a shared word list, so every shot's list holds some of the
+  real answers as plain items; for it only the shot's answer counts: it must name none of them.
 - Seeded by (seed, shot index) alone: the base and the few-shot grids of one seed ask the same task.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from bookft.errors import EvalError
 from bookft.needles.haystack import generated_haystack
@@ -29,8 +32,9 @@ SHOT_SEED = 7_000_000  # shots' seeds: far from every eval and split seed
 SHOT_LENGTHS = (256, 512)
 
 
-def solved_example(spec, seed: int, tokenizer: ModelTokenizer, max_tokens: int = 512) -> str | None:
-    """One solved example of spec.task (prompt and answer as text), or None when none fits max_tokens."""
+def solved_example(spec, seed: int, tokenizer: ModelTokenizer, max_tokens: int = 512) -> tuple[str, str] | None:
+    """One solved example of spec.task: (prompt and answer as text, the answer), or None when none
+    fits max_tokens."""
     task = make_task(spec, seed, 50.0)
     for length in [n for n in SHOT_LENGTHS if n <= max_tokens]:
         hay_task = task
@@ -43,16 +47,21 @@ def solved_example(spec, seed: int, tokenizer: ModelTokenizer, max_tokens: int =
                 hay_task, hay = bind_haystack(t, tokenizer, length - frame - 32, length)
             else:
                 hay = generated_haystack("essay", tokenizer, seed, length)
-            return build_sample(hay_task, hay, tokenizer, length, 50.0, chat=False, add_bos=False).text
+            sample = build_sample(hay_task, hay, tokenizer, length, 50.0, chat=False, add_bos=False)
+            return sample.text, hay_task.answer
         except EvalError:
             continue
     return None
 
 
-def gives_away(task: TaskInstance, text: str) -> bool:
+def gives_away(task: TaskInstance, text: str, answer: str | None = None) -> bool:
     """Whether a solved example's `text` holds one of `task`'s answers, or one of its keys: the words
     before an answer in one of its needles ("The spare key is kept inside", "for tidy-lantern is:"),
-    so a shot never asks the real question with another answer, which a model could copy."""
+    so a shot never asks the real question with another answer, which a model could copy. For a
+    task without needles (cwe) only the shot's `answer` is searched, word by word."""
+    if not task.needles and answer is not None:
+        words = set(re.findall(r"[\w'-]+", answer.lower()))
+        return any(r.lower() in words for r in task.references)
     low = text.lower()
     if any(r.lower() in low for r in task.references):
         return True
@@ -74,10 +83,11 @@ def with_fewshot(task: TaskInstance, spec, seed: int, tokenizer: ModelTokenizer,
     for j in range(16 * shots):
         if len(texts) == shots:
             break
-        text = solved_example(spec, SHOT_SEED + seed * 64 + j, tokenizer, max_tokens)
-        if text is None:
+        solved = solved_example(spec, SHOT_SEED + seed * 64 + j, tokenizer, max_tokens)
+        if solved is None:
             raise EvalError(f"few-shot: no solved {spec.task} example fits {max_tokens} tokens")
-        if not gives_away(task, text):
+        text, answer = solved
+        if not gives_away(task, text, answer):
             texts.append(text.strip())
     if len(texts) < shots:
         raise EvalError(f"few-shot: could not draw {shots} {spec.task} examples with other keys and values")

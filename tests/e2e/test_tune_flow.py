@@ -215,3 +215,17 @@ def test_the_base_cache_key_ignores_the_recipe_and_layout_not_the_scoring(tmp_pa
     (model / "config.json").write_text("{}")
     held.write_text("another held-out book")
     assert key() != first
+
+
+def test_the_fewshot_module_keys_only_the_fewshot_grids(tmp_path, monkeypatch):
+    """A base prompt never passes through the few-shot module: rewording the shots keeps the base
+    grids and keys new few-shot ones."""
+    from bookft.flows.base_cache import prompt_fingerprint
+    from bookft.needles import fewshot
+
+    base, shots = prompt_fingerprint(), prompt_fingerprint(fewshot=True)
+    assert base != shots
+    other = tmp_path / "fewshot.py"
+    other.write_text("# other shots\n")
+    monkeypatch.setattr(fewshot, "__file__", str(other))
+    assert prompt_fingerprint() == base and prompt_fingerprint(fewshot=True) != shots

@@ -8,13 +8,13 @@ import re
 from collections import Counter
 
 import pytest
-from eval_helpers import byte_bpe
+from eval_helpers import byte_bpe, training_text
 
 from bookft.eval import EvalConfig
 from bookft.eval.haystack import build_haystack
 from bookft.eval.protocol import cell_sample
 from bookft.eval.strict import strict_match
-from bookft.needles.families import UUID_PATTERN
+from bookft.needles.families import CWE_PREFIX, CWE_QUESTION, UUID_PATTERN
 from bookft.needles.tokenizer import ModelTokenizer
 
 LENGTH = 900
@@ -152,3 +152,40 @@ def test_fewshot_shots_never_ask_the_real_key():
     assert gives_away(task, "... The spare key is kept inside an old biscuit tin. ...")  # same key
     assert gives_away(task, "... under A Hollow Garden Gnome ...")  # the answer itself
     assert not gives_away(task, "... The best thing to do in Ledbury is to swim. ...")  # another key
+
+
+def test_fewshot_cwe_shots_name_other_common_words():
+    """cwe draws every list from one word list, so a shot's list holds some of the real answers as rare
+    items; what it must not hold is one of them among its answers. Each shot is RULER's template (its
+    own solved example, then its list), so the instruction holds two answer lists per shot, then the
+    real task's example."""
+    from bookft.needles.fewshot import gives_away
+    from bookft.needles.task_types import TaskInstance
+
+    task = TaskInstance(task="cwe", instruction="", question="", answer_prefix="", answer=" 1. apple",
+                        references=["apple", "arrow"], needles=[])
+    assert not gives_away(task, "1. apple 2. cabin 3. camera", " 1. cabin 2. camera")
+    assert gives_away(task, "1. apple 2. cabin 3. camera", " 1. apple 2. cabin")
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    from bookft.needles.eval_vocab import CWE_WORDS
+
+    # a word per token, as a real model's vocabulary holds these words: a byte BPE of 400 spells each
+    # out, and no solved list fits a shot's 512 tokens
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.train_from_iterator([*training_text(), *(f"{i}. {w} " for i, w in enumerate(CWE_WORDS * 2))],
+                            trainers.BpeTrainer(vocab_size=2000, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    words = ModelTokenizer.load(tok)
+    for seed in range(4):
+        cfg = EvalConfig(task="cwe", lengths=(4096,), seeds=(seed,), fewshot=3)
+        sample, task = cell_sample(cfg, words, build_haystack("essay", words, seed, 4096), seed, 50.0, 4096)
+        answers = re.findall(re.escape(CWE_PREFIX) + r"((?: \d+\. \S+)+)", task.instruction)
+        # the shots take room from the list, which is cut to the cell: its common words still lead
+        assert len(answers) == 7 and 0.95 * 4096 < sample.actual_length <= 4096
+        start = sample.text.index(task.instruction) + len(task.instruction)
+        counts = Counter(re.findall(r"\d+\. (\S+)", sample.text[start:sample.text.rindex(CWE_QUESTION)]))
+        assert min(counts[w] for w in task.references) > 2 * max(c for w, c in counts.items()
+                                                              if w not in task.references)
+        for answer in answers[1:6:2]:
+            assert not set(re.findall(r"\d+\. (\S+)", answer)) & set(task.references)
