@@ -124,8 +124,15 @@ def ratios(tools: dict[str, dict]) -> dict[str, float | None]:
     return out
 
 
+def command_key(cmd: list[str] | str) -> str:
+    """A worker command as the log's results are matched: the worker script named relative to its
+    checkout, so a result logged from another checkout of the same code still matches."""
+    words = cmd.split(" ") if isinstance(cmd, str) else list(cmd)
+    return " ".join("benchmarks/maxtext_worker.py" if w.endswith("/benchmarks/maxtext_worker.py") else w for w in words)
+
+
 def logged_results(log: Path) -> dict[str, dict]:
-    """Worker results in an earlier run's log, by the exact command that produced them."""
+    """Worker results in an earlier run's log, by the command that produced them (command_key)."""
     out: dict[str, dict] = {}
     if not log.is_file():
         return out
@@ -134,7 +141,7 @@ def logged_results(log: Path) -> dict[str, dict]:
         cmd, _, rest = block.partition("\n")
         for line in rest.splitlines():
             if line.startswith(RESULT_TAG):
-                out[cmd] = {**json.loads(line[len(RESULT_TAG):]), "reused_from": str(log)}
+                out[command_key(cmd)] = {**json.loads(line[len(RESULT_TAG):]), "reused_from": str(log)}
     return out
 
 
@@ -145,8 +152,8 @@ def worker_cmd(python: str, tool: str, seq_len: int, topology: str) -> list[str]
 def run_worker(python: str, tool: str, seq_len: int, topology: str, log: Path, reuse: dict | None = None) -> dict:
     """One compile in a fresh process under `python` (or its result in `reuse`, same command)."""
     cmd = worker_cmd(python, tool, seq_len, topology)
-    if reuse and " ".join(cmd) in reuse:
-        row = reuse[" ".join(cmd)]
+    if reuse and command_key(cmd) in reuse:
+        row = reuse[command_key(cmd)]
     else:
         out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
         log.parent.mkdir(parents=True, exist_ok=True)
@@ -173,7 +180,9 @@ def ensure_env(venv: Path, python: str) -> str:
                           capture_output=True, text=True).stdout.strip()
     if have != MAXTEXT.split("==")[1]:
         subprocess.run([*pip, MAXTEXT], check=True)
-    where = subprocess.run([str(py), "-c", "import bookft; print(bookft.__file__)"], capture_output=True, text=True)
+    # from "/", so the import finds the installed bookft, not this checkout's folder beside the cwd
+    where = subprocess.run([str(py), "-c", "import bookft; print(bookft.__file__)"], capture_output=True, text=True,
+                           cwd="/")
     if where.stdout.strip().startswith(str(ROOT)):  # this checkout is already installed there (editable)
         return str(py)
     frozen = subprocess.run([str(py), "-m", "pip", "freeze"], capture_output=True, text=True, check=True).stdout
@@ -227,7 +236,7 @@ def main() -> None:
 
     def one_tool(tool: str) -> None:
         # past the deadline, only lengths already in the log are still taken
-        stop = lambda n: deadline() and " ".join(worker_cmd(py, tool, n, a.topology)) not in (reuse or {})  # noqa: E731
+        stop = lambda n: deadline() and command_key(worker_cmd(py, tool, n, a.topology)) not in (reuse or {})  # noqa: E731
         probe = lambda n: (NOT_RUN | {"seq_len": n} if stop(n) else  # noqa: E731
                            run_worker(py, tool, n, a.topology, log, reuse))
         cells = {n: probe(n) for n in lengths}

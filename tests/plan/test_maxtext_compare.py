@@ -116,15 +116,17 @@ def test_entry_shape_and_ratios_are_json():
     assert r["longest"] is None and r["longest_at_most"] == pytest.approx(2.0)
 
 
-def test_logged_results_reused_by_exact_command(tmp_path):
+def test_logged_results_reused_by_command(tmp_path):
+    """A logged result is reused for the same command, its worker script in any checkout."""
     log = tmp_path / "compiles.log"
     row = {"tool": "maxtext", "seq_len": M, "fits": True, "peak_gib": 6.5, "compile_s": 100.0}
-    cmd = ["nice", "-n", "10", "py312", str(compare.WORKER), "--tool", "maxtext", "--seq-len", str(M),
-           "--topology", "v5p-128"]
+    cmd = ["nice", "-n", "10", "py312", "/elsewhere/checkout/benchmarks/maxtext_worker.py", "--tool", "maxtext",
+           "--seq-len", str(M), "--topology", "v5p-128"]
     log.write_text(f"$ {' '.join(cmd)}\nnoise\n{compare.RESULT_TAG}{json.dumps(row)}\n\nstderr\n"
                    f"$ other command\nno result line\n")
     reuse = compare.logged_results(log)
-    assert list(reuse) == [" ".join(cmd)]
+    assert list(reuse) == [compare.command_key(cmd)]
+    assert compare.command_key(cmd) == compare.command_key(compare.worker_cmd("py312", "maxtext", M, "v5p-128"))
     got = compare.run_worker("py312", "maxtext", M, "v5p-128", log, reuse)  # no process started
     assert got["peak_gib"] == 6.5 and got["reused_from"] == str(log)
     assert compare.RESULT_TAG == worker.RESULT_TAG
