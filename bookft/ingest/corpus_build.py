@@ -52,6 +52,10 @@ def loss_weights_fn(tok, cfg: RetrievalConfig):
         w = np.full(len(ids), cfg.context_weight, np.float32)
         for a0, a1 in answers:
             w[a0:a1] = cfg.answer_weight
+        if len(ids) == n + 1 and answers and answers[-1][1] == n:
+            # the EOS after an answer that ends the example is the answer's end: the model learns to stop
+            # there (an instruct tokenizer's EOS is its end of turn: <|im_end|>, <|eot_id|>)
+            w[n] = cfg.answer_weight
         return w
 
     return weights

@@ -59,7 +59,8 @@ def test_weights_on_answer_only(material):
     ids = np.asarray(token_char_spans(tok, text)[0] + [0], np.int32)  # + EOS
     w = loss_weights_fn(tok, cfg)(Document("x", "c", "jsonl", text, meta={MARK: json.dumps([n, answers])}), ids)
     assert w.shape == ids.shape and np.all(w[a0:a1] == 1.0)
-    assert w.sum() == pytest.approx(a1 - a0 + 0.05 * (n + 1 - (a1 - a0)))
+    assert w[n] == 1.0  # the EOS after the answer that ends the example: where the model learns to stop
+    assert w.sum() == pytest.approx(a1 - a0 + 1 + 0.05 * (n - (a1 - a0)))
     plain = loss_weights_fn(tok, cfg)(Document("y", "c", "text", "hello"), ids)
     assert np.all(plain == 0.5)
     with pytest.raises(IngestError, match="tokens"):

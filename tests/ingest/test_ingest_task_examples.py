@@ -65,7 +65,7 @@ def test_every_task_kind_is_synthesized_in_the_chat_format(built):
         assert answers[-1][1] == n  # the answer ends the example
 
 
-def test_the_loss_is_on_the_answer_tokens_only(built):
+def test_the_loss_is_on_the_answer_and_its_end_of_turn_only(built):
     _, corpus, tok = built
     synthesized = {i for i, d in enumerate(corpus.documents()) if "retrieval-" in d["source"]}
     seen = 0
@@ -77,9 +77,10 @@ def test_the_loss_is_on_the_answer_tokens_only(built):
                 continue
             ids = s["input_ids"][s["segment_ids"] == p["segment"]]
             wp = s["loss_weights"][s["segment_ids"] == p["segment"]]
-            answer = tok.decode(ids[wp == 1.0])
+            answer = tok.decode(ids[:-1][wp[:-1] == 1.0])
             assert re.fullmatch(r"(\d+|[A-Z]{5})(,? (\d+|[A-Z]{5}))*", answer.strip()), answer  # values or names
-            assert tok.decode(ids[:-1]).endswith(answer) and (wp[:-1] == 1.0).sum() == (wp == 1.0).sum()
+            assert tok.decode(ids[:-1]).endswith(answer)
+            assert ids[-1] == tok.eos_id and wp[-1] == 1.0  # and the EOS that ends the turn
             seen += 1
     assert seen == len(synthesized)
 
