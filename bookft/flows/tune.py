@@ -3,16 +3,17 @@
 `bookft quickstart --model DIR --docs PATH... [--heldout PATH...] [--size small|full]` and
 benchmarks/real_flow.py call `run_tune_flow`, which checks the model, its tokenizer, the
 documents and the held-out texts first (inputs.check_inputs), then:
-1. ingest the documents into OUT/corpus with the model's tokenizer, plus synthesized RULER examples
-   (multikey, multivalue, vartrack) in its chat template, the loss on the answers only
-   (context_weight 0) and the plain text kept at full weight (corpus_weight 1), so the model keeps
-   modelling the books;
+1. ingest the documents into OUT/corpus with the model's tokenizer, packed to the longest length,
+   with `short` documents as a share of the tokens (ProLong's mix) and examples from the training
+   generator (bookft.needles.train: niah, multikey, multivalue, vartrack in its own wording) in a
+   share of the sequences, in the model's chat template; an example's loss is on its answer and
+   the end-of-turn after it (context_weight 0), the plain text keeps full weight (corpus_weight 1);
 2. ingest the held-out documents into OUT/heldout-corpus: the haystacks of every grid, and short
    passages held out for `bookft eval short`; the first characters of each held-out document go to
    OUT/ppl-text/ (perplexity over whole books at 4K costs hours on 2 CPU cores);
-3. base grids (niah, multikey, vartrack, and multiquery: the transfer task, never trained on), by
-   generation, on held-out haystacks, and base perplexity; cached under base_cache
-   (tune_evals.py, base_cache.py);
+3. base and few-shot base grids (multikey and vartrack, and the untrained families cwe, niah_fact,
+   multikey_uuid, hops) by generation on the split's held-out haystacks, and base perplexity;
+   cached under base_cache (tune_evals.py, base_cache.py);
 4. train the preset (configs/smollm2-135m-books.yaml) on OUT/corpus in OUT/run; export the merged
    model to OUT/tuned-model;
 5. the tuned grids; tuned perplexity beside base's; the short-context check (base and tuned);
