@@ -33,8 +33,8 @@ def timed_steps(kind: str, model, batch: int, cache: int, steps: int):
     shape = (c.num_layers, batch, cache, c.num_kv_heads, c.head_dim or c.hidden_size // c.num_heads)
     k, v = jnp.zeros(shape), jnp.zeros(shape)
     step = G.decode_step_fn(graphdef, kind == "one-device")
-    if kind == "one-device":
-        k, v = tuple(k), tuple(v)
+    if kind == "one-device":  # per-layer head-major buffers [B,Hkv,T,D]
+        k, v = (tuple(jnp.swapaxes(x, 1, 2) for x in c) for c in (k, v))
     valid, pos = jnp.ones((batch, cache), bool), jnp.zeros((batch, cache), jnp.int32)
     token, times = jnp.zeros((batch,), jnp.int32), []
     for i in range(steps):

@@ -164,6 +164,19 @@ def _decode_attention(q, ck, cv, valid):
     return out.reshape(b, 1, hq, d).astype(q.dtype)
 
 
+def _decode_attention_heads(q, ck, cv, valid):
+    """_decode_attention on a head-major cache ck/cv [B,Hkv,T,D]: both products then take the cache as
+    it lies (batch and head leading, keys or values a plain matrix), where [B,T,Hkv,D] has XLA's CPU
+    backend transpose the whole cache of every layer at every step."""
+    b, _, hq, d = q.shape
+    hkv = ck.shape[1]
+    qg = q.reshape(b, hkv, hq // hkv, d)
+    scores = jnp.einsum("bhgd,bhkd->bhgk", qg, ck, preferred_element_type=jnp.float32) / jnp.sqrt(d)
+    probs = jax.nn.softmax(jnp.where(valid[:, None, None, :], scores, L.NEG_INF), axis=-1)
+    out = jnp.einsum("bhgk,bhkd->bhgd", probs.astype(cv.dtype), cv, preferred_element_type=jnp.float32)
+    return out.reshape(b, 1, hq, d).astype(q.dtype)
+
+
 def _step_input(model: Decoder, token, position, history):
     """The decode step's input: the new tokens' embeddings [B,1,E] (through the short convolution's
     window when the model has one) and their RoPE cos/sin at `position` [B]."""
@@ -203,10 +216,11 @@ def _step_fn(graphdef):
 
 @functools.lru_cache(maxsize=32)
 def _local_step_fn(graphdef):
-    """The decode step on one device: one cache buffer per layer, each written in place
-    (dynamic_update_slice on a donated buffer) and read once by its layer's attention; the layers
-    unrolled. The sharded step's one-hot select rewrites every layer's whole cache each token, and
-    its layer scan slices and restacks it: three passes over the cache where this makes one."""
+    """The decode step on one device: one head-major cache buffer per layer ([B,Hkv,T,D]), each
+    written in place (dynamic_update_slice on a donated buffer) and read once by its layer's
+    attention; the layers unrolled. The sharded step's one-hot select rewrites every layer's whole
+    cache each token, and its layer scan slices and restacks it: three passes over the cache where
+    this makes one."""
     def step(state, cache_k, cache_v, valid, token, position, slot, history, cache_pos):
         model = nnx.merge(graphdef, state)
         config = model.config
@@ -219,10 +233,12 @@ def _local_step_fn(graphdef):
         for i, window in enumerate(config.layer_windows):
             p = jax.tree.map(lambda a, i=i: a[i], layers)
             q, k, v = L.qkv(p, x, cos, sin, config)
-            ck = jax.lax.dynamic_update_slice(cache_k[i], k.astype(cache_k[i].dtype), (0, slot, 0, 0))
-            cv = jax.lax.dynamic_update_slice(cache_v[i], v.astype(cache_v[i].dtype), (0, slot, 0, 0))
+            ck = jax.lax.dynamic_update_slice(cache_k[i], jnp.swapaxes(k, 1, 2).astype(cache_k[i].dtype),
+                                              (0, 0, slot, 0))
+            cv = jax.lax.dynamic_update_slice(cache_v[i], jnp.swapaxes(v, 1, 2).astype(cache_v[i].dtype),
+                                              (0, 0, slot, 0))
             seen = valid & (position[:, None] - cache_pos < (window or np.iinfo(np.int32).max))
-            x = L.finish(p, x, _decode_attention(q, ck, cv, seen), config)
+            x = L.finish(p, x, _decode_attention_heads(q, ck, cv, seen), config)
             new_k.append(ck)
             new_v.append(cv)
         hidden = L.rms_norm(x, model.final_norm[...], config.rms_norm_eps)
@@ -235,8 +251,9 @@ def _one_device(x: jax.Array) -> bool:
 
 
 def decode_step_fn(graphdef, one_device: bool):
-    """The jitted decode step: on one device per-layer cache buffers (tuples of [B,T,Hkv,D]), else
-    the sharded step over the stacked cache [L,B,T,Hkv,D]; the same arguments and results otherwise."""
+    """The jitted decode step: on one device per-layer head-major cache buffers (tuples of
+    [B,Hkv,T,D]), else the sharded step over the stacked cache [L,B,T,Hkv,D]; the same arguments and
+    results otherwise."""
     return _local_step_fn(graphdef) if one_device else _step_fn(graphdef)
 
 
@@ -254,8 +271,8 @@ def decode_greedy(model: Decoder, logits, cache: KVCache, lengths, max_new_token
     cache_k, cache_v, valid, history = cache.k, cache.v, cache.valid, cache.history
     one = _one_device(cache_k)
     step = decode_step_fn(graphdef, one)
-    if one:  # per-layer buffers written in place (_local_step_fn)
-        cache_k, cache_v = (tuple(c[i] for i in range(c.shape[0])) for c in (cache_k, cache_v))
+    if one:  # per-layer head-major buffers written in place (_local_step_fn)
+        cache_k, cache_v = (tuple(jnp.swapaxes(c[i], 1, 2) for i in range(c.shape[0])) for c in (cache_k, cache_v))
     cache_pos = cache.positions if cache.positions is not None else jnp.zeros(valid.shape, jnp.int32)
     done = np.zeros(b, bool)
     out = []

@@ -86,10 +86,11 @@ def test_the_one_device_step_equals_the_sharded_step():
     got = {}
     for one in (False, True):
         k, v = jnp.asarray(k0), jnp.asarray(v0)
-        if one:
-            k, v = tuple(k), tuple(v)
+        if one:  # per-layer head-major buffers [B,Hkv,T,D]
+            k, v = (tuple(jnp.swapaxes(x, 1, 2) for x in c) for c in (k, v))
         logits, k, v, va, po = decode_step_fn(graphdef, one)(state, k, v, jnp.asarray(valid), *args, jnp.asarray(pos))
-        got[one] = [np.asarray(logits), np.stack([np.asarray(x) for x in k]), np.stack([np.asarray(x) for x in v]),
-                    np.asarray(va), np.asarray(po)]
+        if one:
+            k, v = (jnp.stack([jnp.swapaxes(x, 1, 2) for x in c]) for c in (k, v))
+        got[one] = [np.asarray(logits), np.asarray(k), np.asarray(v), np.asarray(va), np.asarray(po)]
     for a, b_ in zip(got[False], got[True], strict=True):
         np.testing.assert_allclose(a, b_, atol=1e-5)
