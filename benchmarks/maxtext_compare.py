@@ -219,6 +219,8 @@ def main() -> None:
     ap.add_argument("--python", default=None, help="Python 3.12 for the environment (default: pyenv 3.12.1)")
     ap.add_argument("--no-baseline", action="store_true", help="skip bookft's 1M cell on this Python")
     ap.add_argument("--reuse", action="store_true", help="take results of identical commands from compiles.log")
+    ap.add_argument("--rerun", choices=("bookft", "maxtext"), action="append", default=[],
+                    help="with --reuse, compile this tool's cells again (its code changed since the log)")
     ap.add_argument("--stop-at", default=None, help="UTC HH:MM after which no search compile starts (the "
                     "longest fit so far is then recorded as a lower bound)")
     ap.add_argument("--note", action="append", default=[], help="a line for the result's notes (repeatable)")
@@ -231,6 +233,8 @@ def main() -> None:
     lengths = [int(x) for x in a.seq_lens.split(",")]
     tools: dict[str, dict] = {}
     reuse = logged_results(log) if a.reuse else None
+    if reuse:
+        reuse = {cmd: row for cmd, row in reuse.items() if not any(f"--tool {t} " in cmd for t in a.rerun)}
 
     deadline = past(a.stop_at)
 

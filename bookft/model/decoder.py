@@ -201,7 +201,11 @@ def _lookup(table: jax.Array, input_ids: jax.Array) -> jax.Array:
     active = active_rules()
     if active is not None and "table_embed" in active[1]:
         table = constrain(table, (None, "table_embed"))
-        return jnp.take(table, constrain(input_ids, (None, None)), axis=0)
+        # the rows stay split by embed columns until the caller's constraint moves them (the
+        # all-to-all); a sharding constraint's transpose constrains the cotangent alike, so the
+        # backward scatter-adds into the local columns rather than building the whole [V, E]
+        rows = jnp.take(table, constrain(input_ids, (None, None)), axis=0)
+        return constrain(rows, (None, None, "table_embed"))
     return jnp.take(constrain(table, ("vocab", None)), input_ids, axis=0)
 
 

@@ -1,6 +1,7 @@
 """Decoder internals: presets, FLOPs formula, old rope keys, axes rules, scan/remat equivalence, LoRA mask."""
 
 import dataclasses
+import re
 from pathlib import Path
 
 import jax
@@ -190,3 +191,39 @@ def test_init_model_same_eager_and_under_jit_and_free_under_eval_shape():
     big = from_dict(ModelConfig, read_yaml(PRESETS / "llama-3.1-8b.yaml")["model"])
     abstract = nnx.eval_shape(lambda: init_model(big))  # must not draw 8B numbers on the host
     assert abstract.embed.get_value().shape == (128256, 4096)
+
+
+def test_the_sharded_lookup_never_builds_the_whole_table():
+    """Under the training rules the table's embed columns are FSDP-sharded over the context axis: the
+    lookup and its gradient stay in each device's columns ([V, E/n]; the rows move by all-to-all),
+    never a whole [V, E] table with an all-reduce, and the gradient is the dense one."""
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    from bookft.model.decoder import _lookup
+    from bookft.train.step import model_rules
+
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:8]).reshape(1, 1, 8), ("data", "fsdp", "context"))
+    v, e, s = 64, 32, 64
+    rng = np.random.default_rng(0)
+    table = jnp.asarray(rng.normal(size=(v, e)), jnp.float32)
+    ids = jnp.asarray(rng.integers(0, v, (1, s)), jnp.int32)
+    w = jnp.asarray(rng.normal(size=(1, s, e)), jnp.float32)
+    columns = NamedSharding(mesh, PartitionSpec(None, "context"))
+
+    def loss(t):
+        rows = _lookup(t.astype(jnp.bfloat16), ids)  # as Decoder.run: cast first, bf16 bytes move
+        return jnp.sum(constrain(rows, ("batch", "seq", "embed")).astype(jnp.float32) * w)
+
+    with use_rules(mesh, model_rules(mesh, e)):
+        grad = jax.jit(jax.grad(loss), in_shardings=columns, out_shardings=columns)
+        hlo = grad.lower(table).compile().as_text()
+        got = grad(jax.device_put(table, columns))
+        # the looked-up rows are pinned to the table's columns, so the backward's cotangent is too
+        # (a sharding constraint transposes to itself): TPU's partitioner otherwise built the whole
+        # [V, E] gradient with an all-reduce in the Llama-3.1-8B step (docs/log.md, 2026-12-06)
+        eqns = jax.make_jaxpr(lambda t: _lookup(t, ids))(table).jaxpr.eqns
+        pinned = [q for q in eqns if q.primitive.name == "sharding_constraint" and q.outvars[0].aval.shape == (1, s, e)]
+        assert pinned and pinned[-1].params["sharding"].spec == PartitionSpec(None, None, "context")
+    dense = jax.grad(lambda t: jnp.sum(jnp.take(t.astype(jnp.bfloat16), ids, axis=0).astype(jnp.float32) * w))(table)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(dense), rtol=1e-6, atol=1e-6)
+    assert not re.search(rf"(f32|bf16)\[{v},{e}\]", hlo) and f"bf16[{v},{e // 8}]" in hlo
