@@ -153,15 +153,8 @@ def prefill_cache(model: Decoder, input_ids, positions, segment_ids, last, atten
 
 def _decode_attention(q, ck, cv, valid):
     """q [B,1,Hq,D] against cache ck/cv [B,T,Hkv,D], keys where valid [B,T] (sliding windows:
-    the caller narrows valid per layer)."""
-    b, _, hq, d = q.shape
-    hkv = ck.shape[2]
-    qg = q.reshape(b, 1, hkv, hq // hkv, d)
-    scores = jnp.einsum("bqhgd,bkhd->bhgqk", qg, ck, preferred_element_type=jnp.float32) / jnp.sqrt(d)
-    mask = valid[:, None, None, None, :]
-    probs = jax.nn.softmax(jnp.where(mask, scores, L.NEG_INF), axis=-1)
-    out = jnp.einsum("bhgqk,bkhd->bqhgd", probs.astype(cv.dtype), cv, preferred_element_type=jnp.float32)
-    return out.reshape(b, 1, hq, d).astype(q.dtype)
+    the caller narrows valid per layer): _decode_attention_heads on the cache made head-major."""
+    return _decode_attention_heads(q, jnp.swapaxes(ck, 1, 2), jnp.swapaxes(cv, 1, 2), valid)
 
 
 def _decode_attention_heads(q, ck, cv, valid):
