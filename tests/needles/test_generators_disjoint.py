@@ -103,10 +103,11 @@ def test_no_eval_key_or_question_appears_in_training_text():
 
 
 def _key_in(text: str) -> str:
+    """The one key in `text`, as "first second" whatever its spelling."""
     first, second = "|".join(vocab.KEY_ADJ + vocab.FIRST), "|".join(vocab.KEY_NOUN + vocab.LAST)
-    pairs = re.findall(rf"\b(?:{first}) (?:{second})\b", text)
+    pairs = re.findall(rf"\b({first})[ _-]?({second})\b", text, flags=re.IGNORECASE)
     assert len(pairs) == 1, text
-    return pairs[0]
+    return " ".join(w.lower() for w in pairs[0])
 
 
 def test_distractor_families():
@@ -119,10 +120,47 @@ def test_distractor_families():
         if t.answer.strip().split(" ")[0] in vocab.FIRST:
             continue  # name values: a key and a value both read as names
         key = _key_in(t.needles[0].text)
-        assert key in t.question
+        assert key == _key_in(t.question)
         others = [_key_in(n.text) for n in t.needles[1:]]
         assert all(t.answer.strip() not in n.text for n in t.needles[1:])
         assert others[-1] == key  # the asked key, another label
         same_key += 1
         near += sum(len(set(k.split()) & set(key.split())) == 1 for k in others[:-1])
     assert same_key > 100 and near > same_key  # about half the distractor keys are near misses
+
+
+def test_keys_and_variable_names_come_in_many_spellings():
+    """One spelling per example, every spelling drawn; never RULER's five capitals."""
+    spellings = {}
+    for s in range(120):
+        t = make_train_task("multikey", s, 50.0)
+        seps = {_key_sep(n.text) for n in t.needles} - {""}
+        assert len(seps) <= 1, [n.text for n in t.needles]
+        spellings.setdefault("keys", set()).update(seps)
+        v = make_train_task("vartrack", s, 50.0)
+        styles = {_var_style(r) for r in v.candidates}
+        assert len(styles) == 1 and len(v.candidates) == 10, v.candidates
+        assert set(v.references) <= set(v.candidates) and all(r in v.answer for r in v.references)
+        spellings.setdefault("vars", set()).update(styles)
+    assert spellings["vars"] == set(vocab.VAR_STYLES)
+    assert {"-", "_", " ", "camel"} <= spellings["keys"]
+
+
+def _key_sep(text: str) -> str:
+    """The separator of the word-pair key in `text` ("camel" when there is none), or ""."""
+    adj, noun = "|".join(vocab.KEY_ADJ), "|".join(vocab.KEY_NOUN)
+    m = re.search(rf"\b(?:{adj})([ _-]?)(?:{noun})\b", text, flags=re.IGNORECASE)
+    return "" if m is None else (m.group(1) or "camel")
+
+
+def _var_style(name: str) -> str:
+    if re.fullmatch(r"[a-z]+_[a-z]+", name):
+        return "snake"
+    if re.fullmatch(r"[a-z]+[A-Z][a-z]+", name):
+        return "camel"
+    if re.fullmatch(r"[A-Z]+_[A-Z]+", name):
+        return "upper_snake"
+    if re.fullmatch(r"[A-Z]{3}|[A-Z]{4}|[A-Z]{6}", name):
+        return "capitals"
+    assert re.fullmatch(r"[a-z]\d{1,2}", name), name
+    return "letter_digits"

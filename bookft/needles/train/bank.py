@@ -142,6 +142,9 @@ VT_SET = (
     "{var} is initialised with {value}.",
     "We store {value} in {var}.",
     "At first, {var} contains {value}.",
+    "let {var} = {value};",
+    "{var} <- {value}",
+    "const {var} = {value}",
 )
 
 VT_COPY = (
@@ -155,6 +158,9 @@ VT_COPY = (
     "Assign {src} to {var} as well.",
     "{var} is made identical to {src}.",
     "Store the value of {src} in {var}.",
+    "let {var} = {src};",
+    "{var} <- {src}",
+    "const {var} = {src}",
 )
 
 VT_QUESTIONS = (

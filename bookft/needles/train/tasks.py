@@ -6,13 +6,14 @@ its words come from this package's bank and vocabulary.
 
 Design choices:
 - Every draw picks an instruction, a needle sentence, a question and an answer prefix from the bank,
-  a key kind (word pair or person) and a value kind (number, word, name, date), all seeded by
-  (seed, kind): one generator call, one example.
+  a key kind (word pair or person) and its spelling, and a value kind (number, word, name, date),
+  all seeded by (seed, kind): one generator call, one example.
 - Distractor families (multikey): keys of the same kind with values of the same kind, near-miss
   keys (one word changed: "velvet thimble" beside "velvet quill"), and the asked key with another
   label's value, so the model must match the key and the label, not the first value it sees.
 - Variable tracking: a chain of copies from a set value, the chain kept in text order, and a
-  distractor chain from another value beside it; names are lowercase word pairs ("buf_heron").
+  distractor chain from another value beside it; the names in one spelling per example
+  (vocab.VAR_STYLES: "buf_heron", "bufHeron", "BUF_HERON", "QXT", "k12").
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from bookft.needles.task_types import Needle, TaskInstance
 from bookft.needles.train import bank, vocab
 
 TRAIN_KINDS = ("niah", "multikey", "multivalue", "vartrack")  # niah: single-key retrieval
-GENERATOR = "train-v1"
+GENERATOR = "train-v2"
 
 
 def _rng(seed: int, kind: str) -> np.random.Generator:
@@ -42,24 +43,26 @@ def _depths(rng: np.random.Generator, n: int) -> list[float]:
 
 
 def _frame(rng: np.random.Generator):
-    """(key kind draw, value kind, value draw, (label, labels))."""
+    """(key pair draw, key spelling, value kind, value draw, (label, labels))."""
     key_kind = _pick(rng, tuple(vocab.KEYS))
+    spell = vocab.key_speller(key_kind, rng)
     value_kind = _pick(rng, tuple(vocab.VALUES))
-    return vocab.KEYS[key_kind], value_kind, vocab.VALUES[value_kind], _pick(rng, bank.LABELS[value_kind])
+    return vocab.KEYS[key_kind], spell, value_kind, vocab.VALUES[value_kind], _pick(rng, bank.LABELS[value_kind])
 
 
 def _retrieval(seed: int, depth: float, distractors: int, kind: str) -> TaskInstance:
     rng = _rng(seed, kind)
-    draw_key, value_kind, draw_value, (label, _) = _frame(rng)
-    key = draw_key(rng)
+    draw_key, spell, value_kind, draw_value, (label, _) = _frame(rng)
+    pair = draw_key(rng)
+    key = spell(*pair)
     values = vocab.distinct(draw_value, rng, 1 + distractors + 1)
     needle = _pick(rng, bank.NEEDLES)
     facts = [(key, label, values[0])]
     if distractors:
         n_near = int(rng.integers(0, distractors + 1))
-        keys = [vocab.near_miss(key, rng) for _ in range(n_near)]
-        keys += vocab.distinct(draw_key, rng, distractors - n_near, avoid={key, *keys})
-        facts += [(k, label, v) for k, v in zip(keys, values[1:], strict=False)]
+        pairs = [vocab.near_miss(pair, rng) for _ in range(n_near)]
+        pairs += vocab.distinct(draw_key, rng, distractors - n_near, avoid={pair, *pairs})
+        facts += [(spell(*k), label, v) for k, v in zip(pairs, values[1:], strict=False)]
         other = [lab for lab, _ in bank.LABELS[value_kind] if lab != label]
         facts.append((key, _pick(rng, other), values[-1]))  # the asked key under another label
     depths = [depth] + _depths(rng, len(facts) - 1)
@@ -76,8 +79,8 @@ def _retrieval(seed: int, depth: float, distractors: int, kind: str) -> TaskInst
 
 def _multivalue(seed: int, depth: float, n_values: int) -> TaskInstance:
     rng = _rng(seed, "multivalue")
-    draw_key, _, draw_value, (label, labels) = _frame(rng)
-    key = draw_key(rng)
+    draw_key, spell, _, draw_value, (label, labels) = _frame(rng)
+    key = spell(*draw_key(rng))
     values = vocab.distinct(draw_value, rng, n_values)
     depths = [depth] + _depths(rng, n_values - 1)
     order = sorted(range(n_values), key=lambda i: (depths[i], i))  # answered in order of appearance
@@ -93,7 +96,7 @@ def _multivalue(seed: int, depth: float, n_values: int) -> TaskInstance:
 
 def _vartrack(seed: int, depth: float, hops: int) -> TaskInstance:
     rng = _rng(seed, "vartrack")
-    names = vocab.distinct(vocab.var_name, rng, 2 * (hops + 1))
+    names = vocab.distinct(vocab.var_namer(rng), rng, 2 * (hops + 1))
     value, other = vocab.distinct(vocab.number, rng, 2)
     chains = [(names[:hops + 1], value), (names[hops + 1:], other)]  # the asked chain and a distractor
     needles = []
@@ -109,7 +112,7 @@ def _vartrack(seed: int, depth: float, hops: int) -> TaskInstance:
         question=_pick(rng, bank.VT_QUESTIONS).format(**slots),
         answer_prefix=_pick(rng, bank.VT_PREFIXES).format(**slots),
         answer=" " + ", ".join(chains[0][0]), references=list(chains[0][0]), target=0,
-        kind_pattern=r"\b[a-z]+_[a-z]+\b")
+        kind_pattern="", candidates=tuple(names))
 
 
 def make_train_task(kind: str, seed: int, depth_percent: float, *, distractors: int = 3, values: int = 4,

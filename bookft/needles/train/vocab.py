@@ -4,8 +4,12 @@ Design choices:
 - No word here is an eval key, value or candidate (RULER's adjective-noun keys in
   bookft/needles/tasks.py, the eval-only families' words in bookft/needles/eval_vocab.py), and the
   number formats differ from the eval's (7-digit values, 5-digit vartrack values): 4 digits,
-  6 digits or "ddd-ddd". Variable names are lowercase word pairs joined by "_", never RULER's
-  five capitals. tests/needles/test_generators_disjoint.py checks all of it.
+  6 digits or "ddd-ddd". tests/needles/test_generators_disjoint.py checks all of it.
+- Keys and variable names come in several spellings, one per example (as one document or program
+  keeps one): a word-pair key as "velvet thimble", "velvet-thimble", "velvet_thimble" or
+  "velvetThimble"; a variable as snake_case, camelCase, UPPER_SNAKE, a few random capitals or a
+  letter with digits. A model taught one spelling learns that spelling rather than the skill
+  (docs/log.md, 2026-12-06). Never RULER's five capitals.
 - UUIDs stay an untrained family (the eval's multikey_uuid).
 """
 
@@ -53,20 +57,59 @@ def name(rng: np.random.Generator) -> str:
     return f"{FIRST[int(rng.integers(len(FIRST)))]} {LAST[int(rng.integers(len(LAST)))]}"
 
 
-def phrase(rng: np.random.Generator) -> str:
-    return f"{KEY_ADJ[int(rng.integers(len(KEY_ADJ)))]} {KEY_NOUN[int(rng.integers(len(KEY_NOUN)))]}"
-
-
 def word(rng: np.random.Generator) -> str:
     return VALUE_WORDS[int(rng.integers(len(VALUE_WORDS)))]
 
 
-def var_name(rng: np.random.Generator) -> str:
-    return f"{VAR_LEFT[int(rng.integers(len(VAR_LEFT)))]}_{VAR_RIGHT[int(rng.integers(len(VAR_RIGHT)))]}"
+def _letters(rng: np.random.Generator, n: int) -> str:
+    return "".join(chr(65 + int(c)) for c in rng.integers(0, 26, n))
+
+
+def _word_pair(rng: np.random.Generator) -> tuple[str, str]:
+    return VAR_LEFT[int(rng.integers(len(VAR_LEFT)))], VAR_RIGHT[int(rng.integers(len(VAR_RIGHT)))]
+
+
+# variable-name spellings; "capitals" has 3, 4 or 6 letters: five are RULER's
+VAR_STYLES = {
+    "snake": lambda rng: "_".join(_word_pair(rng)),
+    "camel": lambda rng: (lambda a, b: a + b.capitalize())(*_word_pair(rng)),
+    "upper_snake": lambda rng: "_".join(_word_pair(rng)).upper(),
+    "capitals": lambda rng: _letters(rng, (3, 4, 6)[int(rng.integers(3))]),
+    "letter_digits": lambda rng: chr(97 + int(rng.integers(26))) + str(int(rng.integers(1, 100))),
+}
+
+
+def var_namer(rng: np.random.Generator):
+    """A draw of variable names in one spelling (VAR_STYLES), chosen by `rng`."""
+    return VAR_STYLES[tuple(VAR_STYLES)[int(rng.integers(len(VAR_STYLES)))]]
+
+
+# word-pair key spellings (a name key is always "First Last")
+KEY_STYLES = {
+    "space": lambda a, b: f"{a} {b}",
+    "hyphen": lambda a, b: f"{a}-{b}",
+    "underscore": lambda a, b: f"{a}_{b}",
+    "camel": lambda a, b: a + b.capitalize(),
+}
+
+
+def key_speller(kind: str, rng: np.random.Generator):
+    """How one example spells its keys: (a, b) -> text."""
+    if kind == "name":
+        return KEY_STYLES["space"]
+    return KEY_STYLES[tuple(KEY_STYLES)[int(rng.integers(len(KEY_STYLES)))]]
+
+
+def phrase_pair(rng: np.random.Generator) -> tuple[str, str]:
+    return KEY_ADJ[int(rng.integers(len(KEY_ADJ)))], KEY_NOUN[int(rng.integers(len(KEY_NOUN)))]
+
+
+def name_pair(rng: np.random.Generator) -> tuple[str, str]:
+    return FIRST[int(rng.integers(len(FIRST)))], LAST[int(rng.integers(len(LAST)))]
 
 
 VALUES = {"number": number, "date": date, "name": name, "word": word}
-KEYS = {"phrase": phrase, "name": name}
+KEYS = {"phrase": phrase_pair, "name": name_pair}  # keys as word pairs, spelled by key_speller
 
 
 def distinct(draw, rng: np.random.Generator, n: int, avoid: set[str] | None = None) -> list[str]:
@@ -83,13 +126,13 @@ def distinct(draw, rng: np.random.Generator, n: int, avoid: set[str] | None = No
     return out
 
 
-def near_miss(key: str, rng: np.random.Generator) -> str:
+def near_miss(key: tuple[str, str], rng: np.random.Generator) -> tuple[str, str]:
     """A key one word away from `key` (same first word, another second, or the other way round)."""
-    a, b = key.split(" ", 1)
+    a, b = key
     if a in FIRST or b in LAST:
         pool_a, pool_b = FIRST, LAST
     else:
         pool_a, pool_b = KEY_ADJ, KEY_NOUN
     if rng.random() < 0.5:
-        return f"{a} {[x for x in pool_b if x != b][int(rng.integers(len(pool_b) - 1))]}"
-    return f"{[x for x in pool_a if x != a][int(rng.integers(len(pool_a) - 1))]} {b}"
+        return a, [x for x in pool_b if x != b][int(rng.integers(len(pool_b) - 1))]
+    return [x for x in pool_a if x != a][int(rng.integers(len(pool_a) - 1))], b
