@@ -6,6 +6,7 @@ import json
 import pytest
 
 from bookft.needles.haystack import essay_sentences
+from bookft.needles.train import GENERATOR
 
 TEMPLATE = ("{% for m in messages %}<s>{{ m['role'] }}\n{{ m['content'] }}</s>\n{% endfor %}"
             "{% if add_generation_prompt %}<s>assistant\n{% endif %}")
@@ -94,7 +95,7 @@ def test_quickstart_with_a_model_reports_base_fewshot_and_tuned(model_dir, tmp_p
     assert s["short"] and all("loss_delta" in v for v in s["short"].values())
     retrieval = s["corpus"]["retrieval"]
     assert set(retrieval["per_kind"]) == {"niah", "multikey", "multivalue", "vartrack"}
-    assert set(retrieval["per_generator"]) == {"train-v1"}  # never the eval's wording or keys
+    assert set(retrieval["per_generator"]) == {GENERATOR}  # never the eval's wording or keys
     assert set(retrieval["per_length"]) == {"512", "1024"}  # example_lengths, not the eval's
     version = next((out / "corpus" / "versions").iterdir())
     mix = json.loads((version / "manifest.json").read_text())["mix"]
