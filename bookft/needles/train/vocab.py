@@ -69,22 +69,11 @@ def _word_pair(rng: np.random.Generator) -> tuple[str, str]:
     return VAR_LEFT[int(rng.integers(len(VAR_LEFT)))], VAR_RIGHT[int(rng.integers(len(VAR_RIGHT)))]
 
 
-# variable-name spellings; "capitals" has 3, 4 or 6 letters: five are RULER's
-VAR_STYLES = {
-    "snake": lambda rng: "_".join(_word_pair(rng)),
-    "camel": lambda rng: (lambda a, b: a + b.capitalize())(*_word_pair(rng)),
-    "upper_snake": lambda rng: "_".join(_word_pair(rng)).upper(),
-    "capitals": lambda rng: _letters(rng, (3, 4, 6)[int(rng.integers(3))]),
-    "letter_digits": lambda rng: chr(97 + int(rng.integers(26))) + str(int(rng.integers(1, 100))),
-}
+def _one_of(styles: dict, rng: np.random.Generator):
+    return styles[tuple(styles)[int(rng.integers(len(styles)))]]
 
 
-def var_namer(rng: np.random.Generator):
-    """A draw of variable names in one spelling (VAR_STYLES), chosen by `rng`."""
-    return VAR_STYLES[tuple(VAR_STYLES)[int(rng.integers(len(VAR_STYLES)))]]
-
-
-# word-pair key spellings (a name key is always "First Last")
+# word-pair spellings, of keys and of variable names (a name key is always "First Last")
 KEY_STYLES = {
     "space": lambda a, b: f"{a} {b}",
     "hyphen": lambda a, b: f"{a}-{b}",
@@ -92,12 +81,24 @@ KEY_STYLES = {
     "camel": lambda a, b: a + b.capitalize(),
 }
 
+# variable-name spellings; "capitals" has 3, 4 or 6 letters: five are RULER's
+VAR_STYLES = {
+    "snake": lambda rng: KEY_STYLES["underscore"](*_word_pair(rng)),
+    "camel": lambda rng: KEY_STYLES["camel"](*_word_pair(rng)),
+    "upper_snake": lambda rng: KEY_STYLES["underscore"](*_word_pair(rng)).upper(),
+    "capitals": lambda rng: _letters(rng, (3, 4, 6)[int(rng.integers(3))]),
+    "letter_digits": lambda rng: chr(97 + int(rng.integers(26))) + str(int(rng.integers(1, 100))),
+}
+
+
+def var_namer(rng: np.random.Generator):
+    """A draw of variable names in one spelling (VAR_STYLES), chosen by `rng`."""
+    return _one_of(VAR_STYLES, rng)
+
 
 def key_speller(kind: str, rng: np.random.Generator):
     """How one example spells its keys: (a, b) -> text."""
-    if kind == "name":
-        return KEY_STYLES["space"]
-    return KEY_STYLES[tuple(KEY_STYLES)[int(rng.integers(len(KEY_STYLES)))]]
+    return KEY_STYLES["space"] if kind == "name" else _one_of(KEY_STYLES, rng)
 
 
 def phrase_pair(rng: np.random.Generator) -> tuple[str, str]:
@@ -112,9 +113,9 @@ VALUES = {"number": number, "date": date, "name": name, "word": word}
 KEYS = {"phrase": phrase_pair, "name": name_pair}  # keys as word pairs, spelled by key_speller
 
 
-def distinct(draw, rng: np.random.Generator, n: int, avoid: set[str] | None = None) -> list[str]:
+def distinct(draw, rng: np.random.Generator, n: int, avoid: set | None = None) -> list:
     """n distinct draws of `draw`, none in `avoid`."""
-    out: list[str] = []
+    out: list = []
     seen = set(avoid or ())
     for _ in range(200 * n):
         if len(out) == n:
