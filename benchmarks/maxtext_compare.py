@@ -49,7 +49,7 @@ SETTINGS = {"batch": 1, "remat": "offload_input (MaxText: remat_policy=custom de
             "strategy": "ring", "dtype": "bfloat16 activations, float32 weights"}
 
 Probe = Callable[[int], dict]
-NOT_RUN = {"fits": None, "peak_gib": None, "error": "not compiled: past --stop-at"}
+NOT_RUN = {"fits": None, "peak_gib": None, "error": "not compiled: past --stop-at or not --only"}
 
 
 def next_length(fit: dict[int, float], failed: list[int], capacity: float, unit: int = M) -> int | None:
@@ -201,6 +201,14 @@ def past(hhmm: str | None) -> Callable[[], bool]:
     return lambda: dt.datetime.now(dt.UTC).time() >= dt.time(h, m)
 
 
+def stopper(key: Callable[[int], str], reuse: dict | None, deadline: Callable[[], bool],
+            held: bool = False) -> Callable[[int], bool]:
+    """stop(length) for one tool: true when that length would need a new compile (its command,
+    `key(length)`, is not in `reuse`) past the deadline, or at all when the tool is `held` (the one
+    that --only leaves out)."""
+    return lambda n: (held or deadline()) and key(n) not in (reuse or {})
+
+
 def default_python() -> str:
     try:
         prefix = subprocess.run(["pyenv", "prefix", "3.12.1"], capture_output=True, text=True, check=True)
@@ -223,6 +231,8 @@ def main() -> None:
                     help="with --reuse, compile this tool's cells again (its code changed since the log)")
     ap.add_argument("--stop-at", default=None, help="UTC HH:MM after which no search compile starts (the "
                     "longest fit so far is then recorded as a lower bound)")
+    ap.add_argument("--only", choices=("bookft", "maxtext"), default=None,
+                    help="compile only this tool; the other's cells come from the log (--reuse) alone")
     ap.add_argument("--note", action="append", default=[], help="a line for the result's notes (repeatable)")
     a = ap.parse_args()
     header = record_header()
@@ -239,8 +249,8 @@ def main() -> None:
     deadline = past(a.stop_at)
 
     def one_tool(tool: str) -> None:
-        # past the deadline, only lengths already in the log are still taken
-        stop = lambda n: deadline() and command_key(worker_cmd(py, tool, n, a.topology)) not in (reuse or {})  # noqa: E731
+        stop = stopper(lambda n: command_key(worker_cmd(py, tool, n, a.topology)), reuse, deadline,
+                       held=a.only is not None and tool != a.only)
         probe = lambda n: (NOT_RUN | {"seq_len": n} if stop(n) else  # noqa: E731
                            run_worker(py, tool, n, a.topology, log, reuse))
         cells = {n: probe(n) for n in lengths}

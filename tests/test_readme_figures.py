@@ -19,8 +19,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
 
 E2E = "e2e_tiny-cpu_cpu2_2026-12-02.json"
-MAXTEXT = "maxtext_compare_llama-3.1-8b-ring-cp64_v5p-128-aot_2026-12-06.json"  # the longest-sequence search
-PEAKS = "maxtext_compare_llama-3.1-8b-ring-cp64_v5p-128-aot_2026-12-06_2.json"  # bookft's current step
+MAXTEXT = "maxtext_compare_llama-3.1-8b-ring-cp64_v5p-128-aot_2026-12-06_3.json"  # peaks and longest search
 ATTENTION = "attention_default_cpu2_2026-12-01.json"
 FLOW0 = "real_flow_full-seed0_cpu2_2026-12-06_2.json"  # the transfer protocol, seed 0
 PDF_BOOK = "pdf_book_1000-pages_cpu2_2026-12-02.json"
@@ -58,9 +57,9 @@ FIGURES = {
         ("921", E2E, lambda d: min(x["wall_s"] for x in d["draws"])),
         ("1,147", E2E, lambda d: max(x["wall_s"] for x in d["draws"]))],
     "8B, 1M / 4M, v5p-128, ring, offload_input": [
-        ("4.45", PEAKS, lambda d: _bookft(d, "peak_gib")["1M"]),
-        ("9.84", PEAKS, lambda d: _bookft(d, "peak_gib")["4M"]),
-        ("0.68", PEAKS, lambda d: d["ratios"]["peak_1M"]), ("0.51", PEAKS, lambda d: d["ratios"]["peak_4M"])],
+        ("4.45", MAXTEXT, lambda d: _bookft(d, "peak_gib")["1M"]),
+        ("9.84", MAXTEXT, lambda d: _bookft(d, "peak_gib")["4M"]),
+        ("0.68", MAXTEXT, lambda d: d["ratios"]["peak_1M"]), ("0.51", MAXTEXT, lambda d: d["ratios"]["peak_4M"])],
     "longest 8B sequence on v5p-128, ring": [("32,505,856", MAXTEXT, lambda d: _bookft(d, "longest"))],
     "packed books under zig-zag, cp 64, busiest device / mean": [("1.003", ATTENTION, _balance)],
     "SmolLM2-135M, 11 books, test split, 4K: multikey base/few-shot/tuned": [

@@ -33,9 +33,10 @@ MODEL_LAYOUT_FIELDS = ("remat", "scan_layers", "mlp_chunk")
 WRITER_FIELDS = ("transformers_version",)  # config.json fields that name the writer, not the model
 
 
-def model_fingerprint(model_dir: Path) -> str:
+def model_fingerprint(model_dir: Path, whole: bool = False) -> str:
     """A hash of an HF folder's config (less WRITER_FIELDS, so the same model imported under another
-    transformers release keys the same cache), tokenizer and weights (size plus the first and last MiB)."""
+    transformers release keys the same cache), tokenizer and weights (size plus the first and last MiB;
+    with `whole`, every byte: a fine-tune may leave both ends of the file as they were)."""
     h = hashlib.sha256()
     config = model_dir / "config.json"
     if config.is_file():
@@ -49,6 +50,11 @@ def model_fingerprint(model_dir: Path) -> str:
     for p in sorted(model_dir.glob("*.safetensors")):
         size = p.stat().st_size
         with p.open("rb") as f:
+            if whole:
+                h.update(p.name.encode())
+                while chunk := f.read(1 << 24):
+                    h.update(chunk)
+                continue
             h.update(f"{p.name}:{size}".encode() + f.read(1 << 20))
             f.seek(max(0, size - (1 << 20)))
             h.update(f.read(1 << 20))
@@ -82,9 +88,11 @@ def prompt_fingerprint(fewshot: bool = False) -> str:
     return h.hexdigest()[:16]
 
 
-def cache_key(model_dir: Path, settings: dict, cfg, heldout: list[Path], fewshot: bool = False) -> str:
-    """The key of the base model's grids and perplexity; with `fewshot`, of its few-shot grids."""
-    h = hashlib.sha256(model_fingerprint(model_dir).encode())
+def cache_key(model_dir: Path, settings: dict, cfg, heldout: list[Path], fewshot: bool = False,
+              whole: bool = False) -> str:
+    """The key of the base model's grids and perplexity; with `fewshot`, of its few-shot grids; with
+    `whole`, every byte of the weights is hashed (a tuned model's grids, kept for --resume)."""
+    h = hashlib.sha256(model_fingerprint(model_dir, whole).encode())
     h.update(prompt_fingerprint(fewshot).encode())
     h.update(json.dumps(settings, sort_keys=True).encode())
     h.update(json.dumps(scored_config(cfg), sort_keys=True, default=str).encode())

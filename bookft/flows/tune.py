@@ -16,7 +16,8 @@ documents and the held-out texts first (inputs.check_inputs), then:
    cached under base_cache (tune_evals.py, base_cache.py);
 4. train the preset (configs/smollm2-135m-books.yaml) on OUT/corpus in OUT/run; export the merged
    model to OUT/tuned-model;
-5. the tuned grids; tuned perplexity beside base's; the short-context check (base and tuned);
+5. the tuned grids (each task kept under OUT/tuned-cache as it finishes, so --resume goes on from
+   the next); tuned perplexity beside base's; the short-context check (base and tuned);
    compare pages per task and OUT/report.html (tune_report.py); OUT/summary.json.
 
 Design choices:
@@ -175,8 +176,11 @@ def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], 
                          again="run the same command with --resume to go on")
     tuned_dir = steps.timed("export_s", phases.export, out / "run", out / "tuned-model")
     steps.rule("eval: the tuned model")
+    # each finished task kept under OUT/tuned-cache, keyed by every byte of the tuned weights: a flow
+    # stopped during these grids goes on from the next task with --resume
+    tuned_key = ev.cache_key(tuned_dir, base_key_settings(s), cfg, heldout, whole=True)
     grids["tuned"] = steps.timed("eval_tuned_s", ev.grids, tuned_dir, s, out / "eval-tuned", model="tuned",
-                                 cache=None, key=None, **hay)
+                                 cache=out / "tuned-cache", key=tuned_key, **hay)
     ppl = steps.timed("ppl_s", lambda: {
         name: ppl_figures(ev.run_ppl(model_dir, tuned_dir, t, s.ppl_lengths, out=out / f"eval-ppl-{name}",
                                      base=base_ppl[name], **kw)) for name, t in ppl_sets.items()})

@@ -2,6 +2,7 @@
 tiny random Llama with a chat template, generated documents, two held-out ones, short notes and held-out code."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -155,6 +156,12 @@ def test_an_interrupted_flow_resumes_from_its_corpora_and_checkpoint(model_dir, 
     rows = [json.loads(x) for x in (out / "run" / "metrics.jsonl").read_text().splitlines() if x.strip()]
     assert [r["step"] for r in rows if "loss" in r] == [1, 2]  # step 2 only was trained on resume
     assert s["train"]["steps"] == 2 and s["times"]["train_steps_s"] > 0
+    graded = []  # stopped after the tuned grids: those come back from OUT/tuned-cache, not scored again
+    real_grid = tune_flow.ev.run_grid
+    monkeypatch.setattr(tune_flow.ev, "run_grid", lambda d, *a, **k: graded.append(Path(d)) or real_grid(d, *a, **k))
+    again = tune_flow.run_tune_flow(model_dir, docs, held, out, resume=True, **kw)
+    assert graded and out / "tuned-model" not in graded  # the base grids only (this test keeps no base cache)
+    assert again["tasks"] == s["tasks"]
 
 
 def test_base_grids_come_from_the_cache_the_second_time(tmp_path, monkeypatch):

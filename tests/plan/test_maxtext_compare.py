@@ -143,3 +143,20 @@ def test_maxtext_flags_match_bookfts_preset():
     assert flags["sa_block_q"] == flags["sa_block_kv"] == "512"
     assert worker.exhausted("RESOURCE_EXHAUSTED: Ran out of memory in memory space hbm")
     assert not worker.exhausted("ValueError: bad flag")
+
+
+def test_only_one_tool_compiles_the_other_reads_the_log():
+    key = lambda n: f"--tool maxtext --seq-len {n}"  # noqa: E731
+    reuse = {key(M): {"fits": True}}
+    never = lambda: False  # noqa: E731
+    held = compare.stopper(key, reuse, never, held=True)
+    assert not held(M) and held(4 * M)  # logged lengths are read back, new ones are not compiled
+    free = compare.stopper(key, reuse, never)
+    assert not free(M) and not free(4 * M)
+    late = compare.stopper(key, None, lambda: True)
+    assert late(M)
+    probe, calls = fake_tool(2.5, 2.0)
+    cells = known(probe)
+    calls.clear()
+    longest, tried, done = search_longest(probe, cells, CAP, stop=held)
+    assert (longest, tried, done, calls) == (4 * M, [], False, [])
