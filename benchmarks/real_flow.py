@@ -13,12 +13,14 @@ model. Writes a new benchmarks/results/real_flow_<size>[-<label>]-seed<N>_<hardw
 rerun never overwrites one) and prints the base -> few-shot -> tuned tables.
 
     python -m benchmarks.real_flow [--seed 0] [--size full|small] [--label lora] [--set KEY=VALUE ...]
-        [--books-only] [--length 2048] [--split test|dev] [--resume]
+        [--books-only] [--length 2048] [--split test|dev] [--dev-grids] [--resume]
         [--cache benchmarks/cache/real_flow_base] [--out runs/real-flow] [--model models/smollm2-135m]
 
---books-only is the ablation: the books alone, with the same steps (so the same tokens). --split dev
-scores on the dev split, for choosing a recipe (docs/benchmarks.md); a recipe's test flow is run
-once it is chosen.
+--books-only is the ablation: the books alone, with the same steps (so the same tokens). To choose
+between recipes (docs/benchmarks.md), --dev-grids scores the tuned model's headline tasks on the dev
+split right after training, before the test grids (a recipe that loses there can be stopped before
+it touches test); their rows join the JSON's headline with split "dev". --split dev runs the whole
+flow on the dev split instead.
 
 --set changes the run config of training and every eval, e.g. a context-parallel mesh instead of the
 preset's one device: --set attention.strategy=ring --set parallel.mesh.context=4 (the base grids'
@@ -58,6 +60,8 @@ def main() -> None:
                     "documents, no synthesized examples), the same steps and tokens")
     ap.add_argument("--split", choices=("test", "dev"), default="test", help="dev: choose a recipe (eval seeds "
                     "10,000 + s and the dev book; 8 seeds per depth, what its one book holds at 4K); test: report it")
+    ap.add_argument("--dev-grids", action="store_true", help="the tuned model's headline tasks on the dev split "
+                    "too, right after training (40 draws each at full size): the figures a recipe is chosen by")
     ap.add_argument("--length", type=int, default=None, help="the eval and training length (default: the size's)")
     ap.add_argument("--resume", action="store_true", help="go on with an interrupted flow in --out, started "
                     "with the same arguments (its corpora and its run's last checkpoint)")
@@ -85,7 +89,7 @@ def main() -> None:
     t0 = time.perf_counter()
     summary = run_tune_flow(model, docs, heldout, out, config=a.config, size=a.size, seed=a.seed,
                             short=short and Path(short["path"]), other=other, changes=changes,
-                            base_cache=a.cache, overrides=a.overrides, resume=a.resume)
+                            base_cache=a.cache, overrides=a.overrides, resume=a.resume, dev_grids=a.dev_grids)
     wall = time.perf_counter() - t0
     import jax
 

@@ -15,7 +15,8 @@ documents and the held-out texts first (inputs.check_inputs), then:
    multikey_uuid, hops) by generation on the split's held-out haystacks, and base perplexity;
    cached under base_cache (tune_evals.py, base_cache.py);
 4. train the preset (configs/smollm2-135m-books.yaml) on OUT/corpus in OUT/run; export the merged
-   model to OUT/tuned-model;
+   model to OUT/tuned-model; with dev_grids, the tuned model's headline grids on the dev split
+   (choosing between recipes: one that loses there is stopped before it touches the test split);
 5. the tuned grids (each task kept under OUT/tuned-cache as it finishes, so --resume goes on from
    the next); tuned perplexity beside base's; the short-context check (base and tuned);
    compare pages per task and OUT/report.html (tune_report.py); OUT/summary.json.
@@ -44,7 +45,14 @@ from bookft.flows import tune_evals as ev
 from bookft.flows.inputs import check_inputs, prepare_texts
 from bookft.flows.summary import corpus_figures, flow_summary, headline, task_figures, train_figures
 from bookft.flows.tune_report import compare_all, ppl_figures, print_summary, short_figures, write_index
-from bookft.flows.tune_settings import DEFAULT_PRESET, SIZES, FlowSettings, base_key_settings, settings_for
+from bookft.flows.tune_settings import (
+    DEFAULT_PRESET,
+    SIZES,
+    FlowSettings,
+    base_key_settings,
+    dev_settings,
+    settings_for,
+)
 
 __all__ = ["DEFAULT_PRESET", "SIZES", "FlowSettings", "ingest", "published", "run_tune_flow",
            "settings_for"]
@@ -122,13 +130,16 @@ def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], 
                   short: str | Path | None = None, other: list[Path] = (),
                   base_cache: str | Path | None = None, changes: dict | None = None,
                   overrides: list[str] | None = None, console: Console | None = None,
-                  progress: bool = True, resume: bool = False) -> dict[str, Any]:
+                  progress: bool = True, resume: bool = False, dev_grids: bool = False) -> dict[str, Any]:
     """check -> ingest -> base and few-shot evals (cached) -> train -> export -> tuned evals -> compare;
     the summary. `short`: a folder of short documents of other kinds for the training mix; `other`:
     held-out texts of other kinds (code, legal), scored by perplexity beside the held-out books.
     `overrides` (run-config KEY=VALUE) go after the size's own, into the settings the summary keeps.
     `resume`: an interrupted call with the same arguments (OUT/flow.json) goes on from its corpora and
-    its run's last checkpoint (checkpoint.every sets how much an interruption loses)."""
+    its run's last checkpoint (checkpoint.every sets how much an interruption loses). `dev_grids`: the
+    tuned model's headline tasks on the dev split too (tune_settings.dev_settings), right after export,
+    so that a recipe that loses on dev can be stopped before it touches the test split; their rows
+    join the headline with split "dev"."""
     from bookft.train.config import load_run_config
 
     console = console or Console()
@@ -146,7 +157,7 @@ def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], 
                                  "model": str(model_dir), "docs": [str(p) for p in docs],
                                  "heldout": [str(p) for p in heldout], "short": str(short) if short else None,
                                  "other": [str(p) for p in other]}, resume)
-    steps = phases.Steps(console, 6 if s.fewshot else 5)
+    steps = phases.Steps(console, (6 if s.fewshot else 5) + dev_grids)
     texts = steps.timed("prepare_s", prepare_texts, docs, heldout, out, s, other=other)
     steps.rule("ingest")
     manifests = steps.timed("ingest_s", ingest, model_dir, texts, heldout, out, s, seed, console, progress, resume,
@@ -175,6 +186,13 @@ def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], 
     result = steps.timed("train_s", phases.train, cfg, out / "run", console, progress, fresh=not resume,
                          again="run the same command with --resume to go on")
     tuned_dir = steps.timed("export_s", phases.export, out / "run", out / "tuned-model")
+    dev: dict[str, dict] = {}
+    if dev_grids:
+        steps.rule("eval: the tuned model on the dev split")
+        d = dev_settings(s)
+        dev = steps.timed("eval_dev_s", ev.grids, tuned_dir, d, out / "eval-dev", model="tuned",
+                          cache=out / "tuned-cache", key=ev.cache_key(tuned_dir, base_key_settings(d), cfg, heldout,
+                                                                      whole=True), **hay)
     steps.rule("eval: the tuned model")
     # each finished task kept under OUT/tuned-cache, keyed by every byte of the tuned weights: a flow
     # stopped during these grids goes on from the next task with --resume
@@ -187,12 +205,14 @@ def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], 
     short_res = steps.timed("short_s", ev.run_short, model_dir, tuned_dir, out / "heldout-corpus", s,
                             out=out / "eval-short", console=console)
     return _report(out, s, seed, {"base": key, "fewshot": fewshot_key}, grids, ppl, short_res, result, manifests,
-                   model_dir, tuned_dir, steps, console)
+                   model_dir, tuned_dir, steps, console, dev)
 
 
 def _report(out: Path, s: FlowSettings, seed: int, keys: dict, grids: dict, ppl: dict, short_res: dict, result,
-            manifests: dict, model_dir: Path, tuned_dir: Path, steps: phases.Steps, console: Console) -> dict[str, Any]:
-    """The compare pages, OUT/summary.json (with the headline rows) and OUT/report.html; the summary."""
+            manifests: dict, model_dir: Path, tuned_dir: Path, steps: phases.Steps, console: Console,
+            dev: dict[str, dict] | None = None) -> dict[str, Any]:
+    """The compare pages, OUT/summary.json (with the headline rows, and the dev grids' rows and
+    figures under "dev" when there are any) and OUT/report.html; the summary."""
     steps.rule("report")
     pages = compare_all(out / "eval-base", out / "eval-tuned", out, (*s.tasks, *s.families))
     times = steps.finish()
@@ -200,12 +220,15 @@ def _report(out: Path, s: FlowSettings, seed: int, keys: dict, grids: dict, ppl:
     summary = flow_summary(
         settings={**dataclasses.asdict(s), "seed": seed, "base_cache_key": keys["base"],
                   "fewshot_cache_key": keys["fewshot"] if s.fewshot else None}, tasks=task_figures(grids),
-        train_seed=seed, headline=headline(grids, max(s.lengths)),
+        train_seed=seed, headline=headline(grids, max(s.lengths)) + (headline({"tuned": dev}, max(s.lengths))
+                                                                     if dev else []),
         ppl=ppl["books"], ppl_other=ppl.get("other"), short=short_figures(short_res), train=train_figures(result),
         corpus=corpus_figures(manifests["train"], manifests["heldout"]), times=times,
         paths={"out": out, "model": model_dir, "tuned_model": tuned_dir, "run": out / "run",
                "corpus": manifests["train"]["path"], "heldout_corpus": manifests["heldout"]["path"],
                "summary": out / "summary.json"})
+    if dev:
+        summary["dev"] = {"tasks": task_figures({"tuned": dev}), "out": str(out / "eval-dev")}
     extra = {f"perplexity ({name})": out / f"eval-ppl-{name}" / "report.html" for name in ppl}
     summary["paths"]["report"] = str(write_index(out, summary, pages, {
         **extra, "short-context check": out / "eval-short" / "report.html"}))

@@ -91,6 +91,16 @@ def settings_for(size: str, changes: dict | None = None) -> FlowSettings:
     return dataclasses.replace(SIZES[size], **(changes or {}))
 
 
+DEV_SEEDS = 8  # seeds per depth on the dev split: what its one book holds at 4K without overlap
+
+
+def dev_settings(s: FlowSettings) -> FlowSettings:
+    """The tuned model's dev grids beside a flow (run_tune_flow's dev_grids): the headline tasks on the
+    dev split (bookft/eval/split.py: its own seeds and book), at most DEV_SEEDS seeds per depth, no
+    families."""
+    return dataclasses.replace(s, split="dev", seeds=s.seeds[:DEV_SEEDS], families=())
+
+
 def base_key_settings(s: FlowSettings) -> dict[str, Any]:
     """The flow settings that the base evals' cache key holds (base_cache.cache_key)."""
     keep = ("lengths", "depths", "seeds", "family_seeds", "tasks", "families", "split", "scoring", "fewshot",

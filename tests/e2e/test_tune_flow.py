@@ -156,12 +156,22 @@ def test_an_interrupted_flow_resumes_from_its_corpora_and_checkpoint(model_dir, 
     rows = [json.loads(x) for x in (out / "run" / "metrics.jsonl").read_text().splitlines() if x.strip()]
     assert [r["step"] for r in rows if "loss" in r] == [1, 2]  # step 2 only was trained on resume
     assert s["train"]["steps"] == 2 and s["times"]["train_steps_s"] > 0
-    graded = []  # stopped after the tuned grids: those come back from OUT/tuned-cache, not scored again
+    graded = []  # the tuned test grids come back from OUT/tuned-cache; the dev grids are new
     real_grid = tune_flow.ev.run_grid
-    monkeypatch.setattr(tune_flow.ev, "run_grid", lambda d, *a, **k: graded.append(Path(d)) or real_grid(d, *a, **k))
-    again = tune_flow.run_tune_flow(model_dir, docs, held, out, resume=True, **kw)
-    assert graded and out / "tuned-model" not in graded  # the base grids only (this test keeps no base cache)
+
+    def grid(d, task, st, **k):
+        graded.append((Path(d).name, task, st.split))
+        return real_grid(d, task, st, **k)
+
+    monkeypatch.setattr(tune_flow.ev, "run_grid", grid)
+    again = tune_flow.run_tune_flow(model_dir, docs, held, out, resume=True, dev_grids=True, **kw)
+    assert [g for g in graded if g[0] == "tuned-model"] == [("tuned-model", "multikey", "dev")]
     assert again["tasks"] == s["tasks"]
+    dev_rows = [r for r in again["headline"] if r["split"] == "dev"]
+    assert {(r["task"], r["model"], r["scoring"]) for r in dev_rows} == {("multikey", "tuned", "strict"),
+                                                                        ("multikey", "tuned", "ruler")}
+    assert [r for r in again["headline"] if r["split"] == "test"] == s["headline"]
+    assert set(again["dev"]["tasks"]) == {"multikey"} and again["times"]["eval_dev_s"] > 0
 
 
 def test_base_grids_come_from_the_cache_the_second_time(tmp_path, monkeypatch):
