@@ -186,19 +186,8 @@ def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], 
     result = steps.timed("train_s", phases.train, cfg, out / "run", console, progress, fresh=not resume,
                          again="run the same command with --resume to go on")
     tuned_dir = steps.timed("export_s", phases.export, out / "run", out / "tuned-model")
-    dev: dict[str, dict] = {}
-    if dev_grids:
-        steps.rule("eval: the tuned model on the dev split")
-        d = dev_settings(s)
-        dev = steps.timed("eval_dev_s", ev.grids, tuned_dir, d, out / "eval-dev", model="tuned",
-                          cache=out / "tuned-cache", key=ev.cache_key(tuned_dir, base_key_settings(d), cfg, heldout,
-                                                                      whole=True), **hay)
-    steps.rule("eval: the tuned model")
-    # each finished task kept under OUT/tuned-cache, keyed by every byte of the tuned weights: a flow
-    # stopped during these grids goes on from the next task with --resume
-    tuned_key = ev.cache_key(tuned_dir, base_key_settings(s), cfg, heldout, whole=True)
-    grids["tuned"] = steps.timed("eval_tuned_s", ev.grids, tuned_dir, s, out / "eval-tuned", model="tuned",
-                                 cache=out / "tuned-cache", key=tuned_key, **hay)
+    dev = _tuned_grids(tuned_dir, dev_settings(s), out, "dev", steps, heldout, hay) if dev_grids else {}
+    grids["tuned"] = _tuned_grids(tuned_dir, s, out, "tuned", steps, heldout, hay)
     ppl = steps.timed("ppl_s", lambda: {
         name: ppl_figures(ev.run_ppl(model_dir, tuned_dir, t, s.ppl_lengths, out=out / f"eval-ppl-{name}",
                                      base=base_ppl[name], **kw)) for name, t in ppl_sets.items()})
@@ -206,6 +195,17 @@ def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], 
                             out=out / "eval-short", console=console)
     return _report(out, s, seed, {"base": key, "fewshot": fewshot_key}, grids, ppl, short_res, result, manifests,
                    model_dir, tuned_dir, steps, console, dev)
+
+
+def _tuned_grids(tuned_dir: Path, s: FlowSettings, out: Path, name: str, steps: phases.Steps, heldout: list[Path],
+                 hay: dict) -> dict[str, dict]:
+    """The tuned model's grids of `s` in OUT/eval-<name> (name: tuned, the flow's split; dev). Each
+    finished task is kept under OUT/tuned-cache, keyed by every byte of the tuned weights: a flow
+    stopped during these grids goes on from the next task with --resume."""
+    steps.rule("eval: the tuned model" + (" on the dev split" if name == "dev" else ""))
+    key = ev.cache_key(tuned_dir, base_key_settings(s), hay["run_config"], heldout, whole=True)
+    return steps.timed(f"eval_{name}_s", ev.grids, tuned_dir, s, out / f"eval-{name}", model="tuned",
+                       cache=out / "tuned-cache", key=key, **hay)
 
 
 def _report(out: Path, s: FlowSettings, seed: int, keys: dict, grids: dict, ppl: dict, short_res: dict, result,
