@@ -13,7 +13,7 @@ model. Writes a new benchmarks/results/real_flow_<size>[-<label>]-seed<N>_<hardw
 rerun never overwrites one) and prints the base -> few-shot -> tuned tables.
 
     python -m benchmarks.real_flow [--seed 0] [--size full|small] [--label lora] [--set KEY=VALUE ...]
-        [--books-only] [--length 2048] [--split test|dev] [--dev-grids] [--resume]
+        [--books-only] [--length 2048] [--asks 1,2,3] [--split test|dev] [--dev-grids] [--resume]
         [--cache benchmarks/cache/real_flow_base] [--out runs/real-flow] [--model models/smollm2-135m]
 
 --books-only is the ablation: the books alone, with the same steps (so the same tokens). To choose
@@ -63,6 +63,8 @@ def main() -> None:
     ap.add_argument("--dev-grids", action="store_true", help="the tuned model's headline tasks on the dev split "
                     "too, right after training (40 draws each at full size): the figures a recipe is chosen by")
     ap.add_argument("--length", type=int, default=None, help="the eval and training length (default: the size's)")
+    ap.add_argument("--asks", default=None, help="questions per synthesized example, one count per example "
+                    "length, e.g. 1,2,3 (default: the size's; 1,1,1 asks each context once)")
     ap.add_argument("--resume", action="store_true", help="go on with an interrupted flow in --out, started "
                     "with the same arguments (its corpora and its run's last checkpoint)")
     a = ap.parse_args()
@@ -83,6 +85,9 @@ def main() -> None:
         changes["lengths"] = (a.length,)
         changes["example_lengths"] = tuple(n for n in (1024, 2048, 4096) if n <= a.length and a.length % n == 0)
         changes["length_shares"] = ()
+        changes["example_asks"] = ()
+    if a.asks:
+        changes["example_asks"] = tuple(int(n) for n in a.asks.split(","))
     docs = sorted((a.books / "train").glob("*.txt"))
     heldout = sorted((a.books / "heldout").glob("*.txt"))
     out = a.out or ROOT / f"runs/real-flow-{'-'.join(filter(None, (a.size, label, f'seed{a.seed}')))}"

@@ -90,7 +90,8 @@ def train_corpus(model_dir: Path, docs: list[Path], short: Path | None, out: Pat
                   "sources": [{"path": str(p)} for p in docs],
                   "retrieval": {"rate": s.rate, "generator": s.generator,
                                 "lengths": list(s.example_lengths or s.lengths),
-                                "length_shares": list(s.length_shares), "kinds": list(s.train_kinds),
+                                "length_shares": list(s.length_shares), "asks": list(s.example_asks),
+                                "kinds": list(s.train_kinds),
                                 "kind_shares": list(s.kind_shares), "task_distractors": s.task_distractors,
                                 "chat_template": None, "context_weight": 0.0, "answer_weight": 1.0,
                                 "corpus_weight": 1.0, "seed": seed}}

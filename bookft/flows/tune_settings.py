@@ -51,6 +51,9 @@ class FlowSettings:
     # synthesized sequences per length: a sequence of 4,096 tokens holds four examples of 1,024
     example_lengths: tuple[int, ...] = ()
     length_shares: tuple[float, ...] = ()
+    # questions asked of one example's context, one count per example length (() = 1 each): the later
+    # ones follow-up turns after the first answer (retrieval.asks), more far retrievals per sequence
+    example_asks: tuple[int, ...] = ()
     ppl_chars: int = 40_000  # first characters of each held-out document scored by perplexity
     short_docs: int = 12  # held-out passages for `bookft eval short`
     short_chars: int = 1_500
@@ -73,7 +76,7 @@ SIZES = {
     # 50 draws per headline task (5 depths x 10 seeds), 20 per family, at 4,096 tokens
     "full": FlowSettings(size="full", lengths=(4096,), seeds=tuple(range(10)), family_seeds=tuple(range(4)),
                          ppl_lengths=(1024, 2048, 4096), example_lengths=(1024, 2048, 4096),
-                         length_shares=(0.3, 0.3, 0.4)),
+                         length_shares=(0.3, 0.3, 0.4), example_asks=(1, 2, 3)),
     # one solved example: three do not fit beside a task at 1,024 tokens
     "small": FlowSettings(size="small", lengths=(1024,), seeds=(0, 1), family_seeds=(0,), depths=(10.0, 50.0, 90.0),
                           ppl_lengths=(512, 1024), ppl_chars=8_000, short_docs=6, short_chars=1_000,

@@ -62,11 +62,12 @@ def _init_worker(docs, tok_json, cfg, seq_len, out_dir, n_sequences, per_file, c
         _WORKER.update(model_tok=model_tok, chat=chat)
 
 
-def _example(rng, kind: str, room: int, seed: int, needles: int):
-    """One example of `kind` in `room` tokens (the RULER kinds as the eval asks them), or None."""
+def _example(rng, kind: str, room: int, seed: int, needles: int, more: tuple[str, ...] = ()):
+    """One example of `kind` in `room` tokens (the RULER kinds as the eval asks them, then `more`
+    follow-up questions), or None."""
     w = _WORKER
     if kind in TASK_KINDS:
-        return task_example(w["tok"], w["model_tok"], rng, w["pool"], w["cfg"], kind, room, seed, w["chat"])
+        return task_example(w["tok"], w["model_tok"], rng, w["pool"], w["cfg"], kind, room, seed, w["chat"], more)
     return build_example(w["tok"], rng, w["pool"], w["cfg"], kind, room, seed, needles)
 
 
@@ -90,6 +91,15 @@ def _fill_cache(bc: BuildCache, path: Path, tok: TokenCounter) -> None:
                           *encode_source(tok, (d.text for d in res.documents), bc.eos_id))
 
 
+def _follow_ups(rng, cfg: RetrievalConfig, kshare: np.ndarray, n: int) -> tuple[str, ...]:
+    """The kinds of n follow-up questions, drawn by kind_shares among the RULER kinds of cfg.kinds."""
+    idx = [k for k, kind in enumerate(cfg.kinds) if kind in TASK_KINDS]
+    if n < 1 or not idx:
+        return ()
+    p = kshare[idx] / kshare[idx].sum()
+    return tuple(str(cfg.kinds[idx[int(rng.choice(len(idx), p=p))]]) for _ in range(n))
+
+
 def _sequence(i: int) -> tuple[list[dict], dict]:
     """Sequence i: examples of one length (drawn from (seed, i)) filling seq_len tokens, as JSON
     rows of one collection, and their counts."""
@@ -99,13 +109,16 @@ def _sequence(i: int) -> tuple[list[dict], dict]:
     rng = np.random.default_rng([cfg.seed, 9, i])
     li = int(rng.choice(len(cfg.lengths), p=lshare / lshare.sum()))
     length, needles = int(cfg.lengths[li]), (int(cfg.needles[li]) if cfg.needles else 1)
-    rows, used, kinds, answer = [], 0, [], 0
+    asks = int(cfg.asks[li]) if cfg.asks else 1
+    rows, used, kinds, answer, follow = [], 0, [], 0, 0
     for j in range(seq_len // length):
         kind = str(cfg.kinds[int(rng.choice(len(cfg.kinds), p=kshare / kshare.sum()))])
+        more = _follow_ups(rng, cfg, kshare, asks - 1) if kind in TASK_KINDS else ()
         ex = None
         for _ in range(5):
             # the room up to the next multiple of `length`, so a short example never shifts the next one
-            ex = _example(rng, kind, (j + 1) * length - used, 100_000 + cfg.seed * 1_000_003 + i * 64 + j, needles)
+            ex = _example(rng, kind, (j + 1) * length - used, 100_000 + cfg.seed * 1_000_003 + i * 64 + j, needles,
+                          more)
             if ex is not None:
                 break
         if ex is None:
@@ -118,8 +131,12 @@ def _sequence(i: int) -> tuple[list[dict], dict]:
                "retrieval_kind": kind, "retrieval_length": length, COLLECTION_FIELD: f"retrieval-{i:05d}"}
         if cfg.generator != "eval":  # the default's rows stay as they were (the sample's data hash)
             row["retrieval_generator"] = generator_of(cfg, kind)
+        if more:
+            row["retrieval_follow_ups"] = ",".join(more)  # a document's meta keeps scalars
+            follow += len(more)
         rows.append(row)
-    return rows, {"length": length, "kinds": kinds, "answer_tokens": answer, "short_tokens": seq_len - used}
+    return rows, {"length": length, "kinds": kinds, "answer_tokens": answer, "short_tokens": seq_len - used,
+                  "follow_ups": follow}
 
 
 def _write_file(f: int) -> list[dict]:
@@ -156,7 +173,7 @@ def synthesize(docs: list[dict], tok, cfg: RetrievalConfig, seq_len: int, n_sequ
     if per_file < 1:
         raise IngestError(f"synthesize: per_file must be >= 1, got {per_file}")
     n_files = -(-n_sequences // per_file)
-    counts = {"files": n_files, "sequences": 0, "examples": 0, "answer_tokens": 0, "short_tokens": 0,
+    counts = {"files": n_files, "sequences": 0, "examples": 0, "answer_tokens": 0, "short_tokens": 0, "follow_ups": 0,
               "per_length": {str(n): 0 for n in cfg.lengths}, "per_kind": {k: 0 for k in cfg.kinds},
               "per_generator": {}}
     init = (docs, tok.to_str(), cfg, seq_len, str(out), n_sequences, per_file, cache,
@@ -168,6 +185,7 @@ def synthesize(docs: list[dict], tok, cfg: RetrievalConfig, seq_len: int, n_sequ
             counts["examples"] += len(r["kinds"])
             counts["answer_tokens"] += r["answer_tokens"]
             counts["short_tokens"] += r["short_tokens"]
+            counts["follow_ups"] += r["follow_ups"]
             counts["per_length"][str(r["length"])] += 1
             for k in r["kinds"]:
                 counts["per_kind"][k] += 1

@@ -54,6 +54,11 @@ class RetrievalConfig:
     # random order) and no earlier askings: n far copies per example instead of one far and several
     # near ones, and a key to match among n (RULER's multi-key)
     needles: tuple[int, ...] = ()
+    # questions per example of the RULER kinds, one count per entry of `lengths` (() = 1 each): with
+    # n > 1 the context holds n tasks' needles (the first kind drawn as ever, the rest by kind_shares
+    # among the RULER kinds), asked one after another in turns of the chat (each later question a
+    # follow-up after the previous answer), the loss on every answer: n far retrievals per context
+    asks: tuple[int, ...] = ()
     value_digits: int = 7  # magic_number values (as the eval's needle)
     # the RULER kinds' task knobs (the eval's eval.num_distractors, num_values, num_queries, num_hops)
     task_distractors: int = 3
@@ -85,6 +90,9 @@ class RetrievalConfig:
         if self.needles and (len(self.needles) != len(self.lengths) or min(self.needles) < 1):
             raise ConfigError(f"retrieval.needles: one count (>= 1) per entry of lengths ({len(self.lengths)}), "
                               f"got {list(self.needles)}")
+        if self.asks and (len(self.asks) != len(self.lengths) or not all(1 <= n <= 8 for n in self.asks)):
+            raise ConfigError(f"retrieval.asks: one count (1..8) per entry of lengths ({len(self.lengths)}), "
+                              f"got {list(self.asks)}")
         if not self.kinds:
             raise ConfigError("retrieval.kinds: choose at least one of magic_number, passage, signature, niah, "
                               "multikey, multivalue, multiquery, vartrack")

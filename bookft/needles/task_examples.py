@@ -19,6 +19,7 @@ Design choices:
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import numpy as np
@@ -44,20 +45,48 @@ def generator_of(cfg: RetrievalConfig, kind: str) -> str:
 _NO_DIGITS = re.compile(r"[ \t]*\d[\d.,:/-]*")
 
 
-def task_example(tok, model_tok: ModelTokenizer, rng: np.random.Generator, pool: DocumentPool,
-                 cfg: RetrievalConfig, kind: str, room: int, seed: int, chat: bool):
-    """(text, answers [(start, end) tokens], tokens) of one `kind` example with tokens <= room - 1
-    (the EOS the build appends), or None when the window cannot hold it. `tok`: the build's
-    tokenizer or TokenCounter (its encoder gives the counts)."""
+def _task(cfg: RetrievalConfig, kind: str, seed: int, depth: float):
+    if cfg.generator == "train":
+        return make_train_task(kind, seed, depth, distractors=cfg.task_distractors, values=cfg.task_values,
+                               hops=cfg.task_hops)
     spec = NeedleSpec(task=kind, phrasing=cfg.phrasing, value_digits=cfg.value_digits,
                       num_distractors=cfg.task_distractors, num_values=cfg.task_values,
                       num_queries=cfg.task_queries, num_hops=cfg.task_hops)
+    return make_task(spec, seed, depth)
+
+
+def _asked_in_turns(tasks: list, glue: tuple[str, str]):
+    """One task holding every task's needles, asked in turns: the first as the eval asks it, then each
+    next question as a follow-up turn (glue: ModelTokenizer.turn_glue, or plain newlines) after the
+    previous answer. Returns it and the answers' character spans from the end of its answer text (each
+    earlier answer's span runs through its end of turn, so the model learns to stop)."""
+    first = tasks[0]
+    answer, spans = first.answer, [(0, len(first.answer))]
+    stop = glue[0].split("\n")[0] or "\n"
+    for t in tasks[1:]:
+        spans[-1] = (spans[-1][0], spans[-1][1] + len(stop))
+        answer += f"{glue[0]}{t.question}{glue[1]}{t.answer_prefix}"
+        spans.append((len(answer), len(answer) + len(t.answer)))
+        answer += t.answer
+    task = dataclasses.replace(first, needles=[n for t in tasks for n in t.needles], answer=answer,
+                               references=[r for t in tasks for r in t.references])
+    return task, [(a0 - len(answer), a1 - len(answer)) for a0, a1 in spans]
+
+
+def task_example(tok, model_tok: ModelTokenizer, rng: np.random.Generator, pool: DocumentPool,
+                 cfg: RetrievalConfig, kind: str, room: int, seed: int, chat: bool, more: tuple[str, ...] = ()):
+    """(text, answers [(start, end) tokens], tokens) of one `kind` example with tokens <= room - 1
+    (the EOS the build appends), or None when the window cannot hold it. `tok`: the build's
+    tokenizer or TokenCounter (its encoder gives the counts). `more`: the kinds of follow-up
+    questions asked of the same context after the first is answered (retrieval.asks), each task
+    with its own needles at its own depth."""
     depth = float(rng.uniform(0.0, 100.0))
-    if cfg.generator == "train":
-        task = make_train_task(kind, seed, depth, distractors=cfg.task_distractors, values=cfg.task_values,
-                               hops=cfg.task_hops)
-    else:
-        task = make_task(spec, seed, depth)
+    tasks = [_task(cfg, kind, seed, depth)]
+    tasks += [_task(cfg, k, (1 << 40) + seed * 8 + j, float(rng.uniform(0.0, 100.0)))
+              for j, k in enumerate(more, start=1)]
+    task, spans = tasks[0], [(-len(tasks[0].answer), 0)]
+    if more:
+        task, spans = _asked_in_turns(tasks, model_tok.turn_glue() if chat else ("\n\n", "\n"))
     window = clean_text(pool.window(rng, room * 8))
     if cfg.scrub_digits:
         window = clean_text(_NO_DIGITS.sub("", window))
@@ -73,7 +102,6 @@ def task_example(tok, model_tok: ModelTokenizer, rng: np.random.Generator, pool:
             return None  # the build's cleaning would change it: its counts would not hold
         n = count_tokens(tok, text)
         if n <= room - 1:
-            answers = answer_tokens(tok, text, [(len(text) - len(task.answer), len(text))])
-            return text, answers, n
+            return text, answer_tokens(tok, text, [(len(text) + a0, len(text) + a1) for a0, a1 in spans]), n
         target -= n - (room - 1) + 1
     return None

@@ -109,8 +109,7 @@ class ModelTokenizer:
                 text = text.replace(s, " ")
         return text
 
-    def render_chat(self, user_text: str) -> str:
-        """The chat-templated prompt for one user turn, ending with the assistant's generation prompt."""
+    def _render(self, conv: list[dict], what: str) -> str:
         if not self.chat_template:
             raise EvalError(
                 f"{self.name}: chat_template is on but the tokenizer has none (tokenizer_config.json "
@@ -120,12 +119,29 @@ class ModelTokenizer:
         special = {k: _token_str(v) for k, v in self.config.items() if k.endswith("_token")}
         try:
             rendered, _ = render_jinja_template(
-                conversations=[[{"role": "user", "content": user_text}]],
-                chat_template=self.chat_template, add_generation_prompt=True,
+                conversations=[conv], chat_template=self.chat_template, add_generation_prompt=True,
                 **{k: v for k, v in special.items() if v is not None})
         except Exception as e:  # jinja errors come in many types
-            raise EvalError(f"{self.name}: chat_template failed to render: {e}") from None
+            raise EvalError(f"{self.name}: chat_template failed to render {what}: {e}") from None
         return rendered[0]
+
+    def render_chat(self, user_text: str) -> str:
+        """The chat-templated prompt for one user turn, ending with the assistant's generation prompt."""
+        return self._render([{"role": "user", "content": user_text}], "one turn")
+
+    def turn_glue(self) -> tuple[str, str]:
+        """(text from the end of an assistant answer to the next user message, text from the end of that
+        message to the end of the assistant's generation prompt): what joins a follow-up question to the
+        conversation, as the chat template renders a second turn."""
+        marks = ("\u2063A1\u2063", "\u2063U2\u2063")
+        rendered = self._render([{"role": "user", "content": "question"}, {"role": "assistant", "content": marks[0]},
+                                 {"role": "user", "content": marks[1]}], "two turns")
+        if any(rendered.count(m) != 1 for m in marks) or rendered.index(marks[0]) > rendered.index(marks[1]):
+            raise EvalError(f"{self.name}: chat_template does not keep an earlier answer verbatim; "
+                            "ask one question per example (retrieval.asks)")
+        a_end = rendered.index(marks[0]) + len(marks[0])
+        u_start = rendered.index(marks[1])
+        return rendered[a_end:u_start], rendered[u_start + len(marks[1]):]
 
     def info(self) -> dict:
         return {"name": self.name, "vocab_size": self.vocab_size, "fingerprint": self.fingerprint,

@@ -9,11 +9,13 @@ import pytest
 
 from bookft.config import from_dict
 from bookft.corpus import open_corpus
+from bookft.errors import ConfigError
 from bookft.ingest import IngestConfig, build_corpus
 from bookft.ingest.tokenize import train_bpe
 from bookft.needles import NeedleSpec, make_task
 from bookft.needles.haystack import essay_sentences
 from bookft.needles.placement import skeleton
+from bookft.needles.retrieval_config import RetrievalConfig
 from bookft.needles.tokenizer import ModelTokenizer
 from bookft.needles.train import GENERATOR, TRAIN_KINDS
 
@@ -112,3 +114,56 @@ def test_training_generator_examples_and_manifest(built, tmp_path):
     # the eval generator's rows (the default) carry no generator field: the sample's data is unchanged
     assert all("retrieval_generator" not in json.loads(d["meta"]) for d in corpus0.documents()
                if "retrieval-" in d["source"])
+
+
+def test_follow_up_questions_share_one_context_and_each_answer_is_learned(built, tmp_path):
+    """retrieval.asks: an example holds several tasks' needles and asks them in turns of the chat; the
+    loss is on every answer (each earlier one through its end of turn), nowhere else."""
+    _, corpus0, tok = built
+    tmp = Path(corpus0.path).parents[2]
+    cfg = from_dict(IngestConfig, {
+        "out": str(tmp_path / "a"), "workers": 0, "tokenizer": {"path": str(tmp / "tokenizer")},
+        "packing": {"seq_len": 1024}, "sources": [{"path": str(tmp / "src")}],
+        "retrieval": {"rate": 0.6, "lengths": [512, 1024], "asks": [2, 3], "kinds": list(TRAIN_KINDS),
+                      "generator": "train", "context_weight": 0.0, "answer_weight": 1.0, "corpus_weight": 1.0}})
+    m = build_corpus(cfg)
+    assert m["retrieval"]["follow_ups"] > 0
+    corpus = open_corpus(tmp_path / "a")
+    docs = {i: d for i, d in enumerate(corpus.documents()) if "retrieval-" in d["source"]}
+    asked = 0
+    for i in range(len(corpus)):
+        s = corpus.sequence(i)
+        for p in corpus.pieces(i):
+            if p["doc"] not in docs:
+                continue
+            d = docs[p["doc"]]
+            meta = json.loads(d["meta"])
+            follow = meta["retrieval_follow_ups"].split(",")
+            assert len(follow) == {512: 1, 1024: 2}[meta["retrieval_length"]] and set(follow) <= set(TRAIN_KINDS)
+            turns = 1 + len(follow)
+            asked += turns
+            assert d["text"].count("<s>user\n") == turns and d["text"].count("<s>assistant\n") == turns
+            ids = s["input_ids"][s["segment_ids"] == p["segment"]]
+            w = s["loss_weights"][s["segment_ids"] == p["segment"]]
+            runs = [r for r in "".join("1" if x == 1.0 else "0" for x in w).split("0") if r]
+            assert len(runs) == turns and set(w.tolist()) <= {0.0, 1.0}
+            edges = [j for j in range(1, len(w)) if w[j] != w[j - 1]] + [len(w)]
+            for a0, a1 in zip(edges[::2], edges[1::2], strict=True):
+                answer = tok.decode(ids[a0:a1])
+                assert answer.endswith("</s>") and answer[:-4].strip() and "<s>" not in answer, answer
+                assert tok.decode(ids[:a0]).rsplit("<s>", 1)[1].startswith("assistant\n")  # in an answer turn
+    assert asked > len(docs)
+
+
+def test_follow_ups_without_a_chat_template_are_plain_lines():
+    from bookft.needles.task_examples import _asked_in_turns
+    from bookft.needles.train import make_train_task
+
+    tasks = [make_train_task(k, 3, 50.0) for k in ("multikey", "vartrack", "niah")]
+    task, spans = _asked_in_turns(tasks, ("\n\n", "\n"))
+    assert len(task.needles) == sum(len(t.needles) for t in tasks)
+    got = [task.answer[len(task.answer) + a0:len(task.answer) + a1 or None] for a0, a1 in spans]
+    assert got == [tasks[0].answer + "\n", tasks[1].answer + "\n", tasks[2].answer]
+    assert f"{tasks[0].answer}\n\n{tasks[1].question}\n{tasks[1].answer_prefix}{tasks[1].answer}\n\n" in task.answer
+    with pytest.raises(ConfigError, match="retrieval.asks"):
+        RetrievalConfig(lengths=(256, 512), asks=(2,)).validate()
