@@ -64,7 +64,7 @@ def main() -> None:
                     "too, right after training (40 draws each at full size): the figures a recipe is chosen by")
     ap.add_argument("--length", type=int, default=None, help="the eval and training length (default: the size's)")
     ap.add_argument("--asks", default=None, help="questions per synthesized example, one count per example "
-                    "length, e.g. 1,2,3 (default: the size's; 1,1,1 asks each context once)")
+                    "length, e.g. 1,2,3 (retrieval.asks; default: one each)")
     ap.add_argument("--resume", action="store_true", help="go on with an interrupted flow in --out, started "
                     "with the same arguments (its corpora and its run's last checkpoint)")
     a = ap.parse_args()
