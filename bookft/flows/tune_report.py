@@ -80,20 +80,28 @@ def write_index(out: Path, summary: dict, pages: dict[str, Path], extra: dict[st
     return path
 
 
+def headline_rich(rows: list[dict], models: list[str]):
+    """The headline as a rich table: one row per task, scoring and split (the dev rows of --dev-grids
+    apart from the test ones), one column per model."""
+    from rich.table import Table
+
+    h = Table(title="headline: score [95% interval] (draws)")
+    for col in ("task", "scoring", "split", *models):
+        h.add_column(col, justify="left" if col in ("task", "scoring", "split") else "right")
+    cell = {(r["task"], r["scoring"], r["split"], r["model"]): r for r in rows}
+    shown = lambda r: f"{r['score']:.2f} [{r['ci'][0]:.2f}, {r['ci'][1]:.2f}] ({r['draws']})" if r else ""  # noqa: E731
+    for key in dict.fromkeys((r["task"], r["scoring"], r["split"]) for r in rows):
+        h.add_row(*key, *[shown(cell.get((*key, m))) for m in models])
+    return h
+
+
 def print_summary(summary: dict, console: Console) -> None:
     from rich.table import Table
 
     figs = summary["tasks"]
     models = list(next(iter(figs.values()))["mean"]) if figs else []
     console.print(figures_table(figs, TITLE.format("→".join(models), summary["settings"]["split"])))
-    h = Table(title="headline: score [95% interval] (draws)")
-    for col in ("task", "scoring", *models):
-        h.add_column(col, justify="left" if col in ("task", "scoring") else "right")
-    cell = {(r["task"], r["scoring"], r["model"]): r for r in summary["headline"]}
-    shown = lambda r: f"{r['score']:.2f} [{r['ci'][0]:.2f}, {r['ci'][1]:.2f}] ({r['draws']})" if r else ""  # noqa: E731
-    for task, scoring in dict.fromkeys((r["task"], r["scoring"]) for r in summary["headline"]):
-        h.add_row(task, scoring, *[shown(cell.get((task, scoring, m))) for m in models])
-    console.print(h)
+    console.print(headline_rich(summary["headline"], models))
     t = Table(title="held-out perplexity: base -> tuned")
     for col in ("text", "length", "base", "tuned"):
         t.add_column(col, justify="right")

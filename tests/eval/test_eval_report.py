@@ -89,3 +89,17 @@ def test_progress_bar_counts_cells_and_tokens_per_second():
     final = re.findall(r"(\d)/4 cells\s+([\d,]+) tok/s", text)[-1]  # the last refresh: every cell done
     assert final[0] == "4" and int(final[1].replace(",", "")) > 0
     assert res["timing"]["tokens"] == sum(sum(c["actual_lengths"]) for c in res["cells"])
+
+
+def test_flow_headline_keeps_dev_rows_apart_from_test():
+    from bookft.flows.tune_report import headline_rich
+
+    row = lambda m, split, score: {"task": "multikey", "model": m, "scoring": "strict", "split": split,  # noqa: E731
+                                   "draws": 50 if split == "test" else 40, "score": score, "ci": [0.0, 1.0]}
+    rows = [row("base", "test", 0.3), row("tuned", "test", 0.8), row("tuned", "dev", 0.75)]
+    console = Console(record=True, width=200)
+    console.print(headline_rich(rows, ["base", "tuned"]))
+    lines = [ln for ln in console.export_text().splitlines() if "multikey" in ln]
+    assert len(lines) == 2
+    assert "test" in lines[0] and "0.30" in lines[0] and "0.80" in lines[0] and "(50)" in lines[0]
+    assert "dev" in lines[1] and "0.75" in lines[1] and "(40)" in lines[1] and "0.30" not in lines[1]
