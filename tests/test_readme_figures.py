@@ -65,7 +65,7 @@ FIGURES = {
     "packed books under zig-zag, cp 64, busiest device / mean": [("1.003", ATTENTION, _balance)],
     "SmolLM2-135M, 11 books, test split, 4K: multikey base/few-shot/tuned": [
         (x, FLOW0, _flow("multikey", who)) for x, who in (("0.30", "base"), ("0.34", "fewshot"), ("0.80", "tuned"))],
-    "same, vartrack; untrained niah_fact, multikey_uuid": [
+    "same, vartrack; untrained niah_fact, uuid keys": [
         (x, FLOW0, _flow(task, who)) for task, xs in (("vartrack", ("0", "0", "0.26")),
                                                       ("niah_fact", ("0.05", "0.30", "0.80")),
                                                       ("multikey_uuid", ("0", "0.05", "0.35")))
