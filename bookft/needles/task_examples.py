@@ -42,6 +42,10 @@ def generator_of(cfg: RetrievalConfig, kind: str) -> str:
     if kind in TASK_KINDS:
         return GENERATOR if cfg.generator == "train" else "eval"
     return "eval" if kind == "magic_number" else kind
+# a follow-up's glue without a chat template: placement.skeleton's plain form (a blank line before the
+# question, a line break before the answer prefix); kept here so the eval's prompt source, which the
+# base grids' cache key hashes, stays as it is
+PLAIN_TURN = ("\n\n", "\n")
 _NO_DIGITS = re.compile(r"[ \t]*\d[\d.,:/-]*")
 
 
@@ -57,7 +61,7 @@ def _task(cfg: RetrievalConfig, kind: str, seed: int, depth: float):
 
 def _asked_in_turns(tasks: list, glue: tuple[str, str]):
     """One task holding every task's needles, asked in turns: the first as the eval asks it, then each
-    next question as a follow-up turn (glue: ModelTokenizer.turn_glue, or plain newlines) after the
+    next question as a follow-up turn (glue: ModelTokenizer.turn_glue, or PLAIN_TURN) after the
     previous answer. Returns it and the answers' character spans from the end of its answer text (each
     earlier answer's span runs through its end of turn, so the model learns to stop)."""
     first = tasks[0]
@@ -86,7 +90,7 @@ def task_example(tok, model_tok: ModelTokenizer, rng: np.random.Generator, pool:
               for j, k in enumerate(more, start=1)]
     task, spans = tasks[0], [(-len(tasks[0].answer), 0)]
     if more:
-        task, spans = _asked_in_turns(tasks, model_tok.turn_glue() if chat else ("\n\n", "\n"))
+        task, spans = _asked_in_turns(tasks, model_tok.turn_glue() if chat else PLAIN_TURN)
     window = clean_text(pool.window(rng, room * 8))
     if cfg.scrub_digits:
         window = clean_text(_NO_DIGITS.sub("", window))

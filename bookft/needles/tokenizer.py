@@ -38,6 +38,7 @@ class ModelTokenizer:
         self.name = name
         self.config = dict(config or {})
         self.chat_template = chat_template
+        self._glue: tuple[str, str] | None = None  # turn_glue, rendered on first use
         added = tokenizer.get_added_tokens_decoder()  # id -> AddedToken
         unk = getattr(tokenizer.model, "unk_token", None)  # unknown characters are not a leak
         self.special_ids = {i for i, t in added.items() if t.special and t.content != unk}
@@ -132,7 +133,12 @@ class ModelTokenizer:
     def turn_glue(self) -> tuple[str, str]:
         """(text from the end of an assistant answer to the next user message, text from the end of that
         message to the end of the assistant's generation prompt): what joins a follow-up question to the
-        conversation, as the chat template renders a second turn."""
+        conversation, as the chat template renders a second turn. Rendered once per tokenizer."""
+        if self._glue is None:
+            self._glue = self._render_glue()
+        return self._glue
+
+    def _render_glue(self) -> tuple[str, str]:
         marks = ("\u2063A1\u2063", "\u2063U2\u2063")
         rendered = self._render([{"role": "user", "content": "question"}, {"role": "assistant", "content": marks[0]},
                                  {"role": "user", "content": marks[1]}], "two turns")
