@@ -131,7 +131,8 @@ def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], 
                   short: str | Path | None = None, other: list[Path] = (),
                   base_cache: str | Path | None = None, changes: dict | None = None,
                   overrides: list[str] | None = None, console: Console | None = None,
-                  progress: bool = True, resume: bool = False, dev_grids: bool = False) -> dict[str, Any]:
+                  progress: bool = True, resume: bool = False, dev_grids: bool = False,
+                  families: bool = True) -> dict[str, Any]:
     """check -> ingest -> base and few-shot evals (cached) -> train -> export -> tuned evals -> compare;
     the summary. `short`: a folder of short documents of other kinds for the training mix; `other`:
     held-out texts of other kinds (code, legal), scored by perplexity beside the held-out books.
@@ -140,12 +141,16 @@ def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], 
     its run's last checkpoint (checkpoint.every sets how much an interruption loses). `dev_grids`: the
     tuned model's headline tasks on the dev split too (tune_settings.dev_settings), right after export,
     so that a recipe that loses on dev can be stopped before it touches the test split; their rows
-    join the headline with split "dev"."""
+    join the headline with split "dev". `families=False`: no model is scored on the untrained
+    families (an ablation that asks only what the headline tasks gain); the base grids' cache key is
+    still the whole protocol's, so they come from the same cache."""
     from bookft.train.config import load_run_config
 
     console = console or Console()
     model_dir, out, s = Path(model_dir), Path(out), settings_for(size, changes)
     s = dataclasses.replace(s, overrides=s.overrides + tuple(overrides or ()))
+    protocol = base_key_settings(s)
+    s = s if families else dataclasses.replace(s, families=())
     docs, heldout, other = [Path(p) for p in docs], [Path(p) for p in heldout], [Path(p) for p in other]
     short = Path(short) if short is not None else None
     config = Path(config) if config is not None else DEFAULT_PRESET
@@ -168,8 +173,8 @@ def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], 
 
         ensure_cpu_devices(cfg.parallel.cpu_devices)  # before jax starts its backend
     kw = {"run_config": cfg, "console": console, "progress": progress}
-    key = ev.cache_key(model_dir, base_key_settings(s), cfg, heldout) if base_cache else None
-    fewshot_key = ev.cache_key(model_dir, base_key_settings(s), cfg, heldout, fewshot=True) if base_cache else None
+    key = ev.cache_key(model_dir, protocol, cfg, heldout) if base_cache else None
+    fewshot_key = ev.cache_key(model_dir, protocol, cfg, heldout, fewshot=True) if base_cache else None
     cache = Path(base_cache) if base_cache else None
     grids: dict[str, dict] = {}
     hay = {"haystack": out / "heldout-corpus", **kw}

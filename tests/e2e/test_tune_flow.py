@@ -174,6 +174,42 @@ def test_an_interrupted_flow_resumes_from_its_corpora_and_checkpoint(model_dir, 
     assert set(again["dev"]["tasks"]) == {"multikey"} and again["times"]["eval_dev_s"] > 0
 
 
+def test_an_ablation_without_families_scores_none_and_keeps_the_base_cache_key(model_dir, tmp_path, monkeypatch):
+    """families=False (real_flow --no-families): no model is scored on a family, and the base grids
+    are keyed by the whole protocol's settings, families included, so they hit the full flow's cache."""
+    from rich.console import Console
+
+    from bookft.flows import tune as tune_flow
+
+    docs, held = [tmp_path / "book0.txt"], [tmp_path / "held0.txt", tmp_path / "held1.txt"]
+    for i, p in enumerate(docs + held):
+        p.write_text(_essay(i, 300))
+    changes = {"lengths": (512,), "ppl_lengths": (256,), "depths": (50.0,), "seeds": (0,), "family_seeds": (0,),
+               "steps": 1, "ppl_chars": 3000, "short_docs": 2, "short_chars": 300, "short_tokens": 128,
+               "workers": 0, "tasks": ("multikey",), "families": ("hops",), "fewshot": 0,
+               "example_lengths": (256,), "length_shares": ()}
+    monkeypatch.setitem(tune_flow.SIZES, "small", tune_flow.dataclasses.replace(tune_flow.SIZES["small"], **changes))
+    keyed, graded = [], []
+    real_key, real_grid = tune_flow.ev.cache_key, tune_flow.ev.run_grid
+
+    def cache_key(model, settings, *a, **k):
+        keyed.append((Path(model).name, tuple(settings["families"])))
+        return real_key(model, settings, *a, **k)
+
+    def grid(d, task, st, **k):
+        graded.append((Path(d).name, task))
+        return real_grid(d, task, st, **k)
+
+    monkeypatch.setattr(tune_flow.ev, "cache_key", cache_key)
+    monkeypatch.setattr(tune_flow.ev, "run_grid", grid)
+    s = tune_flow.run_tune_flow(model_dir, docs, held, tmp_path / "out", size="small", families=False,
+                                base_cache=tmp_path / "cache", console=Console(quiet=True), progress=False)
+    assert graded == [("model", "multikey"), ("tuned-model", "multikey")]
+    assert set(s["tasks"]) == {"multikey"} and not s["settings"]["families"]
+    assert {r["task"] for r in s["headline"]} == {"multikey"}
+    assert [k for k in keyed if k[0] == "model"] == [("model", ("hops",))] * 2  # base and few-shot keys
+
+
 def test_base_grids_come_from_the_cache_the_second_time(tmp_path, monkeypatch):
     from rich.console import Console
 
