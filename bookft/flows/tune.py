@@ -142,15 +142,14 @@ def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], 
     tuned model's headline tasks on the dev split too (tune_settings.dev_settings), right after export,
     so that a recipe that loses on dev can be stopped before it touches the test split; their rows
     join the headline with split "dev". `families=False`: no model is scored on the untrained
-    families (an ablation that asks only what the headline tasks gain); the base grids' cache key is
-    still the whole protocol's, so they come from the same cache."""
+    families (an ablation that asks only what the headline tasks gain). The cache keys and OUT/flow.json
+    still hold the whole protocol, so the base grids come from the same cache, and a flow may go on
+    (--resume) with or without its families: the grids it finished are kept."""
     from bookft.train.config import load_run_config
 
     console = console or Console()
     model_dir, out, s = Path(model_dir), Path(out), settings_for(size, changes)
     s = dataclasses.replace(s, overrides=s.overrides + tuple(overrides or ()))
-    protocol = base_key_settings(s)
-    s = s if families else dataclasses.replace(s, families=())
     docs, heldout, other = [Path(p) for p in docs], [Path(p) for p in heldout], [Path(p) for p in other]
     short = Path(short) if short is not None else None
     config = Path(config) if config is not None else DEFAULT_PRESET
@@ -173,8 +172,9 @@ def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], 
 
         ensure_cpu_devices(cfg.parallel.cpu_devices)  # before jax starts its backend
     kw = {"run_config": cfg, "console": console, "progress": progress}
-    key = ev.cache_key(model_dir, protocol, cfg, heldout) if base_cache else None
-    fewshot_key = ev.cache_key(model_dir, protocol, cfg, heldout, fewshot=True) if base_cache else None
+    key = ev.cache_key(model_dir, base_key_settings(s), cfg, heldout) if base_cache else None
+    fewshot_key = ev.cache_key(model_dir, base_key_settings(s), cfg, heldout, fewshot=True) if base_cache else None
+    protocol, s = s, s if families else dataclasses.replace(s, families=())  # the keys are the protocol's
     cache = Path(base_cache) if base_cache else None
     grids: dict[str, dict] = {}
     hay = {"haystack": out / "heldout-corpus", **kw}
@@ -193,7 +193,7 @@ def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], 
                          again="run the same command with --resume to go on")
     tuned_dir = steps.timed("export_s", phases.export, out / "run", out / "tuned-model")
     dev = _tuned_grids(tuned_dir, dev_settings(s), out, "dev", steps, heldout, hay) if dev_grids else {}
-    grids["tuned"] = _tuned_grids(tuned_dir, s, out, "tuned", steps, heldout, hay)
+    grids["tuned"] = _tuned_grids(tuned_dir, s, out, "tuned", steps, heldout, hay, protocol)
     ppl = steps.timed("ppl_s", lambda: {
         name: ppl_figures(ev.run_ppl(model_dir, tuned_dir, t, s.ppl_lengths, out=out / f"eval-ppl-{name}",
                                      base=base_ppl[name], **kw)) for name, t in ppl_sets.items()})
@@ -204,12 +204,12 @@ def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], 
 
 
 def _tuned_grids(tuned_dir: Path, s: FlowSettings, out: Path, name: str, steps: phases.Steps, heldout: list[Path],
-                 hay: dict) -> dict[str, dict]:
+                 hay: dict, protocol: FlowSettings | None = None) -> dict[str, dict]:
     """The tuned model's grids of `s` in OUT/eval-<name> (name: tuned, the flow's split; dev). Each
     finished task is kept under OUT/tuned-cache, keyed by every byte of the tuned weights: a flow
     stopped during these grids goes on from the next task with --resume."""
     steps.rule("eval: the tuned model" + (" on the dev split" if name == "dev" else ""))
-    key = ev.cache_key(tuned_dir, base_key_settings(s), hay["run_config"], heldout, whole=True)
+    key = ev.cache_key(tuned_dir, base_key_settings(protocol or s), hay["run_config"], heldout, whole=True)
     return steps.timed(f"eval_{name}_s", ev.grids, tuned_dir, s, out / f"eval-{name}", model="tuned",
                        cache=out / "tuned-cache", key=key, **hay)
 

@@ -175,8 +175,9 @@ def test_an_interrupted_flow_resumes_from_its_corpora_and_checkpoint(model_dir, 
 
 
 def test_an_ablation_without_families_scores_none_and_keeps_the_base_cache_key(model_dir, tmp_path, monkeypatch):
-    """families=False (real_flow --no-families): no model is scored on a family, and the base grids
-    are keyed by the whole protocol's settings, families included, so they hit the full flow's cache."""
+    """families=False (real_flow --no-families): no model is scored on a family; the cache keys and
+    flow.json hold the whole protocol, families included, so the base grids hit the full flow's cache
+    and the flow goes on (--resume) with its families, keeping the tuned grid it finished."""
     from rich.console import Console
 
     from bookft.flows import tune as tune_flow
@@ -208,6 +209,12 @@ def test_an_ablation_without_families_scores_none_and_keeps_the_base_cache_key(m
     assert set(s["tasks"]) == {"multikey"} and not s["settings"]["families"]
     assert {r["task"] for r in s["headline"]} == {"multikey"}
     assert [k for k in keyed if k[0] == "model"] == [("model", ("hops",))] * 2  # base and few-shot keys
+    assert json.loads((tmp_path / "out" / "flow.json").read_text())["settings"]["families"] == ["hops"]
+    graded.clear()
+    again = tune_flow.run_tune_flow(model_dir, docs, held, tmp_path / "out", size="small", resume=True,
+                                    base_cache=tmp_path / "cache", console=Console(quiet=True), progress=False)
+    assert graded == [("model", "hops"), ("tuned-model", "hops")]  # tuned multikey: from OUT/tuned-cache
+    assert set(again["tasks"]) == {"multikey", "hops"} and again["tasks"]["multikey"] == s["tasks"]["multikey"]
 
 
 def test_base_grids_come_from_the_cache_the_second_time(tmp_path, monkeypatch):
