@@ -174,7 +174,9 @@ def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], 
     kw = {"run_config": cfg, "console": console, "progress": progress}
     key = ev.cache_key(model_dir, base_key_settings(s), cfg, heldout) if base_cache else None
     fewshot_key = ev.cache_key(model_dir, base_key_settings(s), cfg, heldout, fewshot=True) if base_cache else None
-    protocol, s = s, s if families else dataclasses.replace(s, families=())  # the keys are the protocol's
+    protocol = s  # the cache keys (and flow.json) hold the whole protocol, scored or not
+    if not families:
+        s = dataclasses.replace(s, families=())
     cache = Path(base_cache) if base_cache else None
     grids: dict[str, dict] = {}
     hay = {"haystack": out / "heldout-corpus", **kw}
@@ -192,7 +194,8 @@ def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], 
     result = steps.timed("train_s", phases.train, cfg, out / "run", console, progress, fresh=not resume,
                          again="run the same command with --resume to go on")
     tuned_dir = steps.timed("export_s", phases.export, out / "run", out / "tuned-model")
-    dev = _tuned_grids(tuned_dir, dev_settings(s), out, "dev", steps, heldout, hay) if dev_grids else {}
+    dev = _tuned_grids(tuned_dir, dev_settings(s), out, "dev", steps, heldout, hay, dev_settings(protocol)) \
+        if dev_grids else {}
     grids["tuned"] = _tuned_grids(tuned_dir, s, out, "tuned", steps, heldout, hay, protocol)
     ppl = steps.timed("ppl_s", lambda: {
         name: ppl_figures(ev.run_ppl(model_dir, tuned_dir, t, s.ppl_lengths, out=out / f"eval-ppl-{name}",
@@ -204,12 +207,13 @@ def run_tune_flow(model_dir: str | Path, docs: list[Path], heldout: list[Path], 
 
 
 def _tuned_grids(tuned_dir: Path, s: FlowSettings, out: Path, name: str, steps: phases.Steps, heldout: list[Path],
-                 hay: dict, protocol: FlowSettings | None = None) -> dict[str, dict]:
+                 hay: dict, protocol: FlowSettings) -> dict[str, dict]:
     """The tuned model's grids of `s` in OUT/eval-<name> (name: tuned, the flow's split; dev). Each
     finished task is kept under OUT/tuned-cache, keyed by every byte of the tuned weights: a flow
-    stopped during these grids goes on from the next task with --resume."""
+    stopped during these grids goes on from the next task with --resume. The key holds `protocol`, the
+    settings before any families were left out."""
     steps.rule("eval: the tuned model" + (" on the dev split" if name == "dev" else ""))
-    key = ev.cache_key(tuned_dir, base_key_settings(protocol or s), hay["run_config"], heldout, whole=True)
+    key = ev.cache_key(tuned_dir, base_key_settings(protocol), hay["run_config"], heldout, whole=True)
     return steps.timed(f"eval_{name}_s", ev.grids, tuned_dir, s, out / f"eval-{name}", model="tuned",
                        cache=out / "tuned-cache", key=key, **hay)
 

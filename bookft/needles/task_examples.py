@@ -42,6 +42,8 @@ def generator_of(cfg: RetrievalConfig, kind: str) -> str:
     if kind in TASK_KINDS:
         return GENERATOR if cfg.generator == "train" else "eval"
     return "eval" if kind == "magic_number" else kind
+
+
 # a follow-up's glue without a chat template: placement.skeleton's plain form (a blank line before the
 # question, a line break before the answer prefix); kept here so the eval's prompt source, which the
 # base grids' cache key hashes, stays as it is
