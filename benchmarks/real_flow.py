@@ -13,7 +13,8 @@ model. Writes a new benchmarks/results/real_flow_<size>[-<label>]-seed<N>_<hardw
 rerun never overwrites one) and prints the base -> few-shot -> tuned tables.
 
     python -m benchmarks.real_flow [--seed 0] [--size full|small] [--label lora] [--set KEY=VALUE ...]
-        [--books-only] [--no-families] [--length 2048] [--asks 1,2,3] [--split test|dev] [--dev-grids] [--resume]
+        [--books-only] [--no-families] [--length 2048] [--asks 1,2,3] [--shares 0.1,0.3,0.05,0.55]
+        [--split test|dev] [--dev-grids] [--resume]
         [--cache benchmarks/cache/real_flow_base] [--out runs/real-flow] [--model models/smollm2-135m]
 
 --books-only is the ablation: the books alone, with the same steps (so the same tokens). To choose
@@ -68,6 +69,8 @@ def main() -> None:
     ap.add_argument("--length", type=int, default=None, help="the eval and training length (default: the size's)")
     ap.add_argument("--asks", default=None, help="questions per synthesized example, one count per example "
                     "length, e.g. 1,2,3 (retrieval.asks; default: one each)")
+    ap.add_argument("--shares", default=None, help="the synthesized examples' share per training kind "
+                    "(niah, multikey, multivalue, vartrack), e.g. 0.1,0.3,0.05,0.55 (default: the size's)")
     ap.add_argument("--resume", action="store_true", help="go on with an interrupted flow in --out, started "
                     "with the same arguments (its corpora and its run's last checkpoint)")
     a = ap.parse_args()
@@ -91,6 +94,8 @@ def main() -> None:
         changes["example_asks"] = ()
     if a.asks:
         changes["example_asks"] = tuple(int(n) for n in a.asks.split(","))
+    if a.shares:
+        changes["kind_shares"] = tuple(float(x) for x in a.shares.split(","))
     docs = sorted((a.books / "train").glob("*.txt"))
     heldout = sorted((a.books / "heldout").glob("*.txt"))
     out = a.out or ROOT / f"runs/real-flow-{'-'.join(filter(None, (a.size, label, f'seed{a.seed}')))}"

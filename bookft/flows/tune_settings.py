@@ -76,7 +76,7 @@ SIZES = {
     # 50 draws per headline task (5 depths x 10 seeds), 20 per family, at 4,096 tokens
     "full": FlowSettings(size="full", lengths=(4096,), seeds=tuple(range(10)), family_seeds=tuple(range(4)),
                          ppl_lengths=(1024, 2048, 4096), example_lengths=(1024, 2048, 4096),
-                         length_shares=(0.3, 0.3, 0.4), example_asks=(1, 2, 3)),
+                         length_shares=(0.3, 0.3, 0.4)),
     # one solved example: three do not fit beside a task at 1,024 tokens
     "small": FlowSettings(size="small", lengths=(1024,), seeds=(0, 1), family_seeds=(0,), depths=(10.0, 50.0, 90.0),
                           ppl_lengths=(512, 1024), ppl_chars=8_000, short_docs=6, short_chars=1_000,
