@@ -65,7 +65,7 @@ FIGURES = {
         ("0.68", MAXTEXT, lambda d: d["ratios"]["peak_1M"]), ("0.51", MAXTEXT, lambda d: d["ratios"]["peak_4M"])],
     "longest 8B sequence on v5p-128, ring": [("32,505,856", MAXTEXT, lambda d: _bookft(d, "longest"))],
     "packed books under zig-zag, cp 64, busiest device / mean": [("1.003", ATTENTION, _balance)],
-    "SmolLM2-135M, 11 books, test split, 4K: multikey base/few-shot/tuned": [
+    "SmolLM2-135M, 11 books, 4K test, seed 0: multikey base/few-shot/tuned": [
         (x, FLOW0, _flow("multikey", who)) for x, who in (("0.30", "base"), ("0.34", "fewshot"), ("0.80", "tuned"))],
     "same, vartrack; untrained niah_fact, uuid keys": [
         (x, FLOW0, _flow(task, who)) for task, xs in (("vartrack", ("0", "0", "0.26")),
