@@ -139,6 +139,8 @@ def _synthesize(cfg, progress, staged: Path, plain: dict) -> dict:
                         tokenizer_dir=staged / "tokenizer")
     if progress is not None:
         progress.end()
-    return {"plain_sequences": n_plain, "synthesized_sequences": n_synth, **counts,
+    # synthesized_sequences: those written (a sequence none of whose examples fitted has no rows)
+    return {"plain_sequences": n_plain, "asked_sequences": n_synth, "synthesized_sequences": counts["sequences"],
+            **counts,
             "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(r).items()},
             "tokenizer": tok, "origin": t["origin"], "files": sorted(synth_dir.glob("retrieval-*.jsonl"))}

@@ -115,10 +115,11 @@ def _sequence(i: int) -> tuple[list[dict], dict]:
         kind = str(cfg.kinds[int(rng.choice(len(cfg.kinds), p=kshare / kshare.sum()))])
         more = _follow_ups(rng, cfg, kshare, asks - 1) if kind in TASK_KINDS else ()
         ex = None
-        for _ in range(5):
-            # the room up to the next multiple of `length`, so a short example never shifts the next one
-            ex = _example(rng, kind, (j + 1) * length - used, 100_000 + cfg.seed * 1_000_003 + i * 64 + j, needles,
-                          more)
+        for t in range(5):
+            # the room up to the next multiple of `length`, so a short example never shifts the next one;
+            # a retry draws another task (t << 44), as a task too long for the room stays too long
+            ex = _example(rng, kind, (j + 1) * length - used,
+                          100_000 + cfg.seed * 1_000_003 + i * 64 + j + (t << 44), needles, more)
             if ex is not None:
                 break
         if ex is None:
@@ -181,6 +182,8 @@ def synthesize(docs: list[dict], tok, cfg: RetrievalConfig, seq_len: int, n_sequ
 
     def add(rs: list[dict]) -> None:
         for r in rs:
+            if not r["kinds"]:
+                continue  # no example fitted: the sequence wrote no rows, so the build holds none
             counts["sequences"] += 1
             counts["examples"] += len(r["kinds"])
             counts["answer_tokens"] += r["answer_tokens"]

@@ -64,7 +64,9 @@ def test_tiny_builds(tiny):
     n_recipe, n_plain = tiny["recipe"]["counts"]["sequences"], tiny["plain"]["counts"]["sequences"]
     assert r["per_generator"] == {GENERATOR: r["examples"]} and r["examples"] > 0
     assert r["synthesized_sequences"] / n_recipe == pytest.approx(0.1, abs=0.02)  # the measured minority
-    assert n_recipe - r["synthesized_sequences"] == n_plain  # the same natural sequences beside them
+    # the same natural text beside them (a half-filled sequence of examples may share a row with its tail)
+    assert tiny["recipe"]["mix"]["realised_tokens"] == tiny["plain"]["mix"]["realised_tokens"]
+    assert n_plain <= n_recipe <= n_plain + r["synthesized_sequences"]
     assert "retrieval" not in tiny["plain"] or not tiny["plain"]["retrieval"]
     for m in tiny.values():
         short = m["mix"]["sources"]["short"]
