@@ -4,6 +4,9 @@ Design choices:
 - Written for this generator, in many syntactic forms (statements, notes, inversions, imperative
   questions), so a model trained on them learns to find a fact, not to answer one template. None
   shares a run of six words with an eval template (tests/needles/test_generators_disjoint.py).
+- Vartrack's answer prefixes often restate the count and the value before the names ("{n} variables
+  end up with {value}. Their names are"), as a reply that repeats the question does: the model learns
+  to go on with names after them, not to copy the numbers it has just read.
 - Slots: {key}, {value}, {label} (what the value is: "locker number", "password", ...),
   {labels} (its plural), {keys} (several keys), {n}; vartrack: {var}, {src}, {value}.
 - Labels depend on the value's kind (number, word, name, date), so the sentences read naturally.
@@ -131,6 +134,14 @@ VT_INSTRUCTIONS = (
     "Inside this document, values pass from one variable to another. Follow each transfer.\n",
     "There are variable bindings buried in the prose below; a question about them follows.\n",
     "Track the values of the variables introduced in the next passage.\n",
+    "Variables are declared and copied in scattered lines of the document below. Keep track of which ones "
+    "end up with the same value.\n",
+    "A chain of assignments runs through this text, one link at a time. Remember each link.\n",
+    "Some sentences below give numbers to names, and others copy one name into another. Follow them all.\n",
+    "This reading hides a few assignment statements. Note which variable is copied from which.\n",
+    "Below, a value is stored once and then handed on from variable to variable. Keep a record of the "
+    "hand-offs.\n",
+    "Read carefully: the prose that follows contains code-like lines that bind and rebind names.\n",
 )
 
 VT_SET = (
@@ -145,6 +156,11 @@ VT_SET = (
     "let {var} = {value};",
     "{var} <- {value}",
     "const {var} = {value}",
+    "{var} = {value}",
+    "Put {value} into {var}.",
+    "The value of {var} is {value}.",
+    "{var} equals {value}.",
+    "{var} was set to {value} at the start.",
 )
 
 VT_COPY = (
@@ -161,6 +177,11 @@ VT_COPY = (
     "let {var} = {src};",
     "{var} <- {src}",
     "const {var} = {src}",
+    "{var} = {src}",
+    "{var} gets {src}.",
+    "Make {var} equal to {src}.",
+    "From here on {var} holds the same as {src}.",
+    "{var} was copied from {src}.",
 )
 
 VT_QUESTIONS = (
@@ -172,6 +193,18 @@ VT_QUESTIONS = (
     "Give all variables that carry {value}.",
     "Find each variable set, directly or through copies, to {value}.",
     "What variables share the value {value}?",
+    "Question: which variables were given {value}, either directly or by copying?",
+    "Q: which names hold {value} once the program has run?",
+    "Query: every variable whose final value is {value}?",
+    "Which variables does the value {value} pass through?",
+    "Follow {value} through the assignments. Which variables does it reach?",
+    "Start at the variable set to {value} and list every variable copied from it, directly or not.",
+    "Who holds {value}? Answer with variable names only.",
+    "In the passage before this question, which variables get {value}?",
+    "Trace every copy of {value}. Which variable names carry it at the end?",
+    "The number {value} was assigned once and then copied. Into which variables?",
+    "Name the variables that store {value}, not the value itself.",
+    "Which identifiers share the value {value} after all the copying?",
 )
 
 VT_PREFIXES = (
@@ -183,4 +216,16 @@ VT_PREFIXES = (
     "These {n} variables:",
     "The ones equal to {value} are",
     "In order:",
+    "{n} variables end up with {value}. Their names are",
+    "Following the copies, {value} is held by {n} variables:",
+    "The value {value} reaches {n} variables, namely",
+    "Tracing {value} through the text, the {n} variables holding it are",
+    "There are {n} of them holding {value}:",
+    "Variables set to {value}, {n} in all:",
+    "By the end, {n} names carry {value}. They are",
+    "Answer: {n} variables hold {value}; they are named",
+    "The names are",
+    "Reading the assignments in order:",
+    "Variable names:",
+    "Result:",
 )

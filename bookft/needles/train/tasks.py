@@ -11,8 +11,10 @@ Design choices:
 - Distractor families (multikey): keys of the same kind with values of the same kind, near-miss
   keys (one word changed: "velvet thimble" beside "velvet quill"), and the asked key with another
   label's value, so the model must match the key and the label, not the first value it sees.
-- Variable tracking: a chain of copies from a set value, the chain kept in text order, and a
-  distractor chain from another value beside it; the names in one spelling per example
+- Variable tracking: a chain of copies from a set value, the chain kept in text order, and zero to
+  two distractor chains from other values beside it. Chains run hops-2 to hops+2 copies (at least
+  one), so the number of names asked for varies; the answer lists them with a comma, a space or a
+  semicolon. The names in one spelling per example
   (vocab.VAR_STYLES: "buf_heron", "bufHeron", "BUF_HERON", "QXT", "k12").
 """
 
@@ -27,7 +29,8 @@ from bookft.needles.task_types import Needle, TaskInstance
 from bookft.needles.train import bank, vocab
 
 TRAIN_KINDS = ("niah", "multikey", "multivalue", "vartrack")  # niah: single-key retrieval
-GENERATOR = "train-v2"
+GENERATOR = "train-v5"
+VT_SEPARATORS = (", ", " ", "; ")  # how a vartrack answer lists its names
 
 
 def _rng(seed: int, kind: str) -> np.random.Generator:
@@ -96,22 +99,26 @@ def _multivalue(seed: int, depth: float, n_values: int) -> TaskInstance:
 
 def _vartrack(seed: int, depth: float, hops: int) -> TaskInstance:
     rng = _rng(seed, "vartrack")
-    names = vocab.distinct(vocab.var_namer(rng), rng, 2 * (hops + 1))
-    value, other = vocab.distinct(vocab.number, rng, 2)
-    chains = [(names[:hops + 1], value), (names[hops + 1:], other)]  # the asked chain and a distractor
+    lengths = [int(rng.integers(max(1, hops - 2), hops + 3)) + 1
+               for _ in range(1 + int(rng.integers(0, 3)))]  # the asked chain and 0-2 distractor chains
+    names = vocab.distinct(vocab.var_namer(rng), rng, sum(lengths))
+    values = vocab.distinct(vocab.number, rng, len(lengths))
+    cuts = np.cumsum([0, *lengths])
+    chains = [(names[a:b], v) for a, b, v in zip(cuts[:-1], cuts[1:], values, strict=True)]
     needles = []
     for c, (chain, v) in enumerate(chains):
         start = depth if c == 0 else float(rng.uniform(0.0, 1.0))
-        ds = [start] + sorted(float(x) for x in rng.uniform(start, 1.0, hops))
+        ds = [start] + sorted(float(x) for x in rng.uniform(start, 1.0, len(chain) - 1))
         needles.append(Needle(_pick(rng, bank.VT_SET).format(var=chain[0], value=v), ds[0]))
         needles += [Needle(_pick(rng, bank.VT_COPY).format(var=chain[i + 1], src=chain[i]), d)
                     for i, d in enumerate(ds[1:])]
-    slots = {"value": value, "n": hops + 1}
+    asked, value = chains[0]
+    slots = {"value": value, "n": len(asked)}
     return TaskInstance(
         task="vartrack", instruction=_pick(rng, bank.VT_INSTRUCTIONS), needles=needles,
         question=_pick(rng, bank.VT_QUESTIONS).format(**slots),
         answer_prefix=_pick(rng, bank.VT_PREFIXES).format(**slots),
-        answer=" " + ", ".join(chains[0][0]), references=list(chains[0][0]), target=0,
+        answer=" " + _pick(rng, VT_SEPARATORS).join(asked), references=list(asked), target=0,
         kind_pattern="", candidates=tuple(names))
 
 
