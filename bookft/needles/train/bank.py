@@ -5,8 +5,8 @@ Design choices:
   questions), so a model trained on them learns to find a fact, not to answer one template. None
   shares a run of six words with an eval template (tests/needles/test_generators_disjoint.py).
 - Vartrack's answer prefixes often restate the count and the value before the names ("{n} variables
-  end up with {value}. Their names are"), as a reply that repeats the question does: the model learns
-  to go on with names after them, not to copy the numbers it has just read.
+  end up with {value}. Their names are"), as a reply that repeats the question does, so the names
+  follow numbers the model has just read and it is taught to go on with names rather than copy them.
 - Slots: {key}, {value}, {label} (what the value is: "locker number", "password", ...),
   {labels} (its plural), {keys} (several keys), {n}; vartrack: {var}, {src}, {value}.
 - Labels depend on the value's kind (number, word, name, date), so the sentences read naturally.
